@@ -1,0 +1,161 @@
+"""`autovalidators <verb>`: one entry point per job, on top of the Python API.
+
+Exit codes: 0 all records processed, 1 some records were bad (each has an error record in the
+output), 2 the command itself could not run (bad config, missing file, bad option).
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import logging
+import shutil
+import sys
+from importlib import resources
+from pathlib import Path
+from typing import IO, Iterable, Optional
+
+import typer
+from rich.console import Console
+from rich.logging import RichHandler
+from rich.table import Table
+
+from .case import Case, CaseError, read_cases
+from .config import ConfigError, load_gate_config
+from .gate import Gate
+from .manifest import ManifestError
+from .results import Decision, Result
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help="Train and run validators for LLM/RAG answers.")
+# One sub-command group per pipeline stage; task modules add `autovalidators <stage> <task>`.
+prepare_app = typer.Typer(no_args_is_help=True, help="Build training data for a validator.")
+train_app = typer.Typer(no_args_is_help=True, help="Fine-tune a validator (needs the `train` extra).")
+export_app = typer.Typer(no_args_is_help=True, help="Export a trained validator to ONNX fp32 + int8.")
+benchmark_app = typer.Typer(no_args_is_help=True, help="Measure a validator: quality and latency.")
+label_app = typer.Typer(no_args_is_help=True, help="Synthetic labelling and the assessor check.")
+for _name, _sub in (("prepare", prepare_app), ("train", train_app), ("export", export_app),
+                    ("benchmark", benchmark_app), ("label", label_app)):
+    app.add_typer(_sub, name=_name)
+# Modules that register commands on the apps above. They must import nothing heavy at import
+# time (torch, transformers): the command bodies import what they need.
+COMMAND_MODULES: list[str] = []
+# Rich wraps at 80 columns when output is not a terminal; decisions and reasons need more.
+console = Console(stderr=True, width=max(140, shutil.get_terminal_size((140, 24)).columns))
+BATCH_SIZE = 32
+_DECISION_STYLE = {Decision.ACCEPT: "green", Decision.REVIEW: "yellow", Decision.REJECT: "bold red"}
+
+
+def _fail(message: str) -> typer.Exit:
+    console.print(f"[red]error:[/red] {message}")
+    return typer.Exit(code=2)
+
+
+def _build_gate(config: Optional[Path], validators: Optional[str], models_dir: Optional[Path]) -> Gate:
+    try:
+        gate_config = load_gate_config(config)
+        names = [n.strip() for n in validators.split(",") if n.strip()] if validators else None
+        return Gate(gate_config, validators=names, models_dir=models_dir)
+    except (ConfigError, ManifestError, ValueError) as exc:
+        raise _fail(str(exc)) from None
+
+
+def _batches(items: Iterable[Case | CaseError], size: int) -> Iterable[list[Case | CaseError]]:
+    batch: list[Case | CaseError] = []
+    for item in items:
+        batch.append(item)
+        if len(batch) == size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def run_validation(gate: Gate, records: Iterable[Case | CaseError], sink: IO[str]) -> tuple[list[Result], list[CaseError]]:
+    """Validates records in batches, writing one JSON line per record in input order."""
+    results: list[Result] = []
+    errors: list[CaseError] = []
+    for batch in _batches(records, BATCH_SIZE):
+        cases = [r for r in batch if isinstance(r, Case)]
+        by_position = iter(gate.validate_batch(cases))
+        for record in batch:
+            if isinstance(record, CaseError):
+                errors.append(record)
+                sink.write(json.dumps(record.to_dict(), ensure_ascii=False) + "\n")
+            else:
+                result = next(by_position)
+                results.append(result)
+                sink.write(json.dumps(result.to_dict(), ensure_ascii=False) + "\n")
+    return results, errors
+
+
+def print_summary(results: list[Result], errors: list[CaseError], gate: Gate) -> None:
+    table = Table(title="autovalidators", show_lines=False)
+    for column in ("id", "decision", "failure", "next action", "conf"):
+        table.add_column(column, no_wrap=True)
+    table.add_column("reason", overflow="fold", ratio=1)
+    for r in results:
+        style = _DECISION_STYLE[r.decision]
+        table.add_row(r.id, f"[{style}]{r.decision.value}[/{style}]", r.failure_type.value,
+                      r.next_action.value, str(r.confidence), r.reason)
+    console.print(table)
+    counts = {d.value: sum(1 for r in results if r.decision is d) for d in Decision}
+    console.print("decisions: " + ", ".join(f"{k} {v}" for k, v in counts.items()) + f"; bad records: {len(errors)}")
+    for error in errors:
+        console.print(f"[red]bad record[/red] {error}")
+    if gate.uses_fallback:
+        fallback = ", ".join(n for n, v in gate.validators.items() if v.info.kind == "heuristic")
+        console.print(f"[yellow]note:[/yellow] no trained model for {fallback}; the heuristic fallback ran instead")
+
+
+@app.command()
+def validate(
+    input: Path = typer.Argument(..., help="JSONL of cases: id, question, context, answer, meta"),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="JSONL results (default: stdout)"),
+    validators: Optional[str] = typer.Option(None, help="comma-separated: fact_spans,qa_relevance,tone"),
+    config: Optional[Path] = typer.Option(None, help="gate policy YAML (default: configs/gate.yaml)"),
+    models_dir: Optional[Path] = typer.Option(None, help="folder with trained validators (default: models/)"),
+    quiet: bool = typer.Option(False, help="no summary table"),
+) -> None:
+    """Validate answers and write one decision per case, in input order."""
+    if not input.is_file():
+        raise _fail(f"{input}: no such file")
+    gate = _build_gate(config, validators, models_dir)
+    records = read_cases(input, max_text_chars=gate.config.input.max_text_chars)
+    if output:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        with open(output, "w", encoding="utf-8") as sink:
+            results, errors = run_validation(gate, records, sink)
+    else:
+        results, errors = run_validation(gate, records, sys.stdout)
+    if not quiet:
+        print_summary(results, errors, gate)
+        if output:
+            console.print(f"wrote {len(results) + len(errors)} lines to {output}")
+    if errors:
+        raise typer.Exit(code=1)
+
+
+@app.command()
+def quickstart(
+    output: Path = typer.Option(Path("out/quickstart/results.jsonl"), help="where to write the results"),
+) -> None:
+    """Validate the bundled example cases with the shipped validators and print the decisions."""
+    examples = resources.files("autovalidators.inference").joinpath("examples/cases.jsonl")
+    with resources.as_file(examples) as path:
+        validate(input=path, output=output, validators=None, config=None, models_dir=None, quiet=False)
+
+
+def _register_commands() -> None:
+    for module in COMMAND_MODULES:
+        importlib.import_module(module)
+
+
+def main() -> None:
+    logging.basicConfig(level=logging.WARNING, handlers=[RichHandler(console=console, show_path=False)],
+                        format="%(message)s")
+    _register_commands()
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,133 @@
+"""Typed configs loaded from YAML: unknown keys rejected, every error reported at once."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal, TypeVar
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
+
+
+class ConfigError(ValueError):
+    """A config file that does not match its schema; the message lists every problem."""
+
+
+class StrictModel(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class CheckPolicy(StrictModel):
+    minimum: float = Field(ge=0.0, le=1.0, description="score below this fails the check")
+    required: bool = Field(True, description="a failing required check changes the decision")
+
+
+class ToneCheckPolicy(StrictModel):
+    required: bool = True
+    # Labels that block an answer; others (e.g. politics) are reported but do not decide.
+    blocking_labels: tuple[str, ...] = ("toxicity", "obscenity", "insult", "threat", "identity_hate")
+
+
+class ChecksPolicy(StrictModel):
+    # Share of the answer's non-noise content the context supports.
+    grounding: CheckPolicy = CheckPolicy(minimum=0.6)
+    # 1 - the highest hallucination probability of any answer span: one fabricated sentence in an
+    # otherwise grounded answer is the failure an average hides.
+    span_grounding: CheckPolicy = CheckPolicy(minimum=0.5)
+    # Share of the context's atomic facts the answer mentions. Off by default: a focused answer to a
+    # narrow question rightly leaves most of a long context out.
+    fact_recall: CheckPolicy = CheckPolicy(minimum=0.0, required=False)
+    # Does the answer address the question (QA-relevance validator)?
+    relevance: CheckPolicy = CheckPolicy(minimum=0.5)
+    # Does the retrieved context cover the question at all?
+    context_quality: CheckPolicy = CheckPolicy(minimum=0.3)
+    # Fails when any blocking tone label reaches its own calibrated threshold (from the model).
+    tone_safety: ToneCheckPolicy = ToneCheckPolicy()
+    # 1 - spread between the validators' quality scores.
+    agreement: CheckPolicy = CheckPolicy(minimum=0.4)
+
+
+class AbstentionPolicy(StrictModel):
+    # Empty context, or a context that does not cover the question, means the answer must abstain;
+    # one that asserts facts instead is rejected whatever the numeric minimums say.
+    enforce: bool = True
+
+
+class SpecificityPolicy(StrictModel):
+    # At or above this, an ungrounded answer counts as a confident hallucination (REJECT);
+    # below it, as a vague one (REVIEW).
+    confident_at: float = Field(0.35, ge=0.0, le=1.0)
+
+
+class SpanPolicy(StrictModel):
+    # Spans whose label probability lies in this band are listed as low-confidence for a person.
+    low_confidence_band: tuple[float, float] = (0.35, 0.65)
+
+
+class JudgePolicy(StrictModel):
+    """Optional LLM judge, consulted only when the local decision is uncertain."""
+
+    enabled: bool = False
+    uncertain_below_confidence: int = Field(60, ge=0, le=100)
+    base_url: str = "http://127.0.0.1:8000/v1"
+    model: str = "gpt-4o-mini"
+    api_key_env: str = "AUTOVALIDATORS_JUDGE_API_KEY"
+    timeout_s: float = Field(20.0, gt=0)
+    max_retries: int = Field(2, ge=0)
+    cache_dir: str = ".cache/autovalidators/judge"
+
+
+class InputPolicy(StrictModel):
+    max_text_chars: int = Field(200_000, gt=0, description="longest question/answer accepted")
+
+
+class GateConfig(StrictModel):
+    checks: ChecksPolicy = ChecksPolicy()
+    abstention: AbstentionPolicy = AbstentionPolicy()
+    specificity: SpecificityPolicy = SpecificityPolicy()
+    spans: SpanPolicy = SpanPolicy()
+    judge: JudgePolicy = JudgePolicy()
+    input: InputPolicy = InputPolicy()
+    validators: list[Literal["fact_spans", "qa_relevance", "tone"]] = ["fact_spans", "qa_relevance", "tone"]
+    models_dir: str | None = Field(None, description="where trained validators live; None = the shipped models/")
+
+    @model_validator(mode="after")
+    def _band_is_ordered(self) -> "GateConfig":
+        low, high = self.spans.low_confidence_band
+        if not 0.0 <= low <= high <= 1.0:
+            raise ValueError("spans.low_confidence_band must be [low, high] with 0 <= low <= high <= 1")
+        return self
+
+
+ConfigT = TypeVar("ConfigT", bound=BaseModel)
+
+
+def load_config(path: str | Path, schema: type[ConfigT]) -> ConfigT:
+    """Loads YAML into `schema`; raises ConfigError naming the file and every bad key."""
+    path = Path(path)
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except FileNotFoundError as exc:
+        raise ConfigError(f"{path}: no such config file") from exc
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: expected a mapping at the top level, got {type(raw).__name__}")
+    try:
+        return schema.model_validate(raw)
+    except ValidationError as exc:
+        problems = []
+        for error in exc.errors():
+            key = ".".join(str(part) for part in error["loc"]) or "(top level)"
+            if error["type"] == "extra_forbidden":
+                problems.append(f"  {key}: unknown key; remove it or check its spelling")
+            else:
+                problems.append(f"  {key}: {error['msg']}")
+        raise ConfigError(f"{path}: {len(problems)} problem(s)\n" + "\n".join(problems)) from None
+
+
+def load_gate_config(path: str | Path | None = None) -> GateConfig:
+    """The gate policy from `path`, or the shipped `configs/gate.yaml`."""
+    return load_config(path or CONFIG_DIR / "gate.yaml", GateConfig)

@@ -1,0 +1,219 @@
+"""The decision policy: validator outputs + case signals -> decision, using only the gate config.
+
+Knows nothing about models. Rules, from most to least severe:
+
+1. unsafe tone                                   -> REJECT  block_response
+2. context empty or not covering the question, answer asserts instead of abstaining
+                                                 -> REJECT  regenerate_with_abstention
+   (a rule, not a threshold: it holds even with every minimum at 0)
+3. ungrounded and specific (confident hallucination) -> REJECT regenerate_with_grounding_prompt
+4. an applicable score missing / NaN / infinite / out of [0, 1] -> REVIEW human_review (fail closed)
+5. off-topic (before vague: a sharper prompt won't fix an answer to another question)
+                                                 -> REVIEW  retry_with_clearer_query
+6. ungrounded and vague                          -> REVIEW  retry_with_specific_prompt
+7. weak or empty retrieval                       -> REVIEW  retrieve_more_documents
+8. incomplete (fact recall, or abstaining although the context covers the question)
+                                                 -> REVIEW  retry_with_specific_prompt
+9. validators disagree (spread above the limit)  -> REVIEW  human_review
+10. otherwise                                    -> ACCEPT  serve_response
+
+The average of scores is reported, never used. A failing applicable required check is never
+compensated by strong others: the first failing rule decides.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from .config import CheckPolicy, GateConfig
+from .results import (
+    CaseSignals,
+    CheckResult,
+    Decision,
+    FactSpansOutput,
+    FailureType,
+    NextAction,
+    QARelevanceOutput,
+    SpanLabel,
+    ToneOutput,
+)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    decision: Decision
+    failure_type: FailureType
+    next_action: NextAction
+    reason: str
+    confidence: int
+    checks: tuple[CheckResult, ...]
+    scores: dict[str, float | None]
+    triggers: tuple[str, ...] = ()
+
+
+def is_valid_score(score: float | None) -> bool:
+    return isinstance(score, (int, float)) and math.isfinite(score) and 0.0 <= score <= 1.0
+
+
+def _check(name: str, applies: bool, score: float | None, policy: CheckPolicy) -> CheckResult:
+    if not applies:
+        # No score is reported either: a default like precision=1.0 for an empty context would read
+        # as a pass to anyone skimming the output.
+        return CheckResult(name, False, None, policy.minimum, None)
+    if not is_valid_score(score):
+        return CheckResult(name, True, None, policy.minimum, False, f"invalid score {score!r}")
+    return CheckResult(name, True, float(score), policy.minimum, score >= policy.minimum)
+
+
+def _tone_check(tone: ToneOutput | None, config: GateConfig) -> CheckResult:
+    policy = config.checks.tone_safety
+    if tone is None or not tone.applies:
+        return CheckResult("tone_safety", False, None, 0.5, None)
+    blocking = [label for label in policy.blocking_labels if label in tone.scores]
+    if not blocking:
+        return CheckResult("tone_safety", True, None, 0.5, False, "no blocking tone label was scored")
+    invalid = [label for label in blocking if not is_valid_score(tone.scores[label])]
+    if invalid:
+        return CheckResult("tone_safety", True, None, 0.5, False, f"invalid score for tone label {invalid[0]!r}")
+    # Worst label relative to its own threshold; the check's minimum is that label's 1 - threshold.
+    worst = max(blocking, key=lambda label: tone.scores[label] - tone.thresholds.get(label, 0.5))
+    threshold = tone.thresholds.get(worst, 0.5)
+    flagged = [label for label in blocking if label in tone.flagged]
+    detail = ", ".join(f"{label} {tone.scores[label]:.2f} >= {tone.thresholds.get(label, 0.5):.2f}" for label in flagged)
+    return CheckResult("tone_safety", True, 1.0 - tone.scores[worst], 1.0 - threshold, not flagged, detail)
+
+
+def _margin(check: CheckResult) -> float:
+    """How far a valid score sits from its minimum, scaled to [0, 1] on its own side."""
+    assert check.score is not None
+    if check.passed:
+        room = 1.0 - check.minimum
+        return 1.0 if room <= 0 else min(1.0, (check.score - check.minimum) / room)
+    return 1.0 if check.minimum <= 0 else min(1.0, (check.minimum - check.score) / check.minimum)
+
+
+def _confidence(margin: float) -> int:
+    return int(round(50 + 50 * max(0.0, min(1.0, margin))))
+
+
+def decide(
+    *,
+    has_context: bool,
+    signals: CaseSignals,
+    fact: FactSpansOutput | None,
+    qa: QARelevanceOutput | None,
+    tone: ToneOutput | None,
+    config: GateConfig,
+) -> Verdict:
+    policy = config.checks
+    # An abstaining answer makes no claims, so claim-level checks do not apply to it.
+    claims_apply = fact is not None and fact.applies and not signals.abstains
+    checks = {
+        "grounding": _check("grounding", claims_apply, fact.precision if fact else None, policy.grounding),
+        "span_grounding": _check(
+            "span_grounding", claims_apply, 1.0 - fact.hallucination_score if fact else None, policy.span_grounding
+        ),
+        "fact_recall": _check("fact_recall", claims_apply, fact.recall if fact else None, policy.fact_recall),
+        "relevance": _check(
+            "relevance", qa is not None and qa.applies and not signals.abstains, qa.score if qa else None,
+            policy.relevance,
+        ),
+        "context_quality": _check("context_quality", has_context, signals.context_quality, policy.context_quality),
+        "tone_safety": _tone_check(tone, config),
+    }
+    quality = [c.score for name, c in checks.items()
+               if name in ("grounding", "relevance", "context_quality") and c.applies and c.score is not None]
+    spread = max(quality) - min(quality) if len(quality) >= 2 else None
+    checks["agreement"] = _check("agreement", spread is not None, None if spread is None else 1.0 - spread,
+                                 policy.agreement)
+    required = {"tone_safety": policy.tone_safety.required,
+                **{name: getattr(policy, name).required for name in checks if name != "tone_safety"}}
+    failed = {name: c for name, c in checks.items() if c.applies and c.passed is False and required[name]}
+    invalid = [name for name, c in failed.items() if c.score is None]
+    valid_failed = {name: c for name, c in failed.items() if c.score is not None}
+
+    scores: dict[str, float | None] = {name: c.score for name, c in checks.items()}
+    scores["specificity"] = signals.specificity
+    applicable = [c.score for c in checks.values() if c.applies and c.score is not None]
+    scores["average"] = sum(applicable) / len(applicable) if applicable else None  # reporting only
+    hallucinated_spans = tuple(s.text for s in (fact.spans if fact else ()) if s.label is SpanLabel.HALLUCINATION)
+    ordered = tuple(checks.values())
+
+    def verdict(decision, failure, action, reason, confidence, triggers=()):
+        return Verdict(decision, failure, action, reason, confidence, ordered, scores, tuple(triggers))
+
+    if "tone_safety" in valid_failed:
+        check = valid_failed["tone_safety"]
+        return verdict(Decision.REJECT, FailureType.UNSAFE_TONE, NextAction.BLOCK_RESPONSE,
+                       f"Unsafe tone: {check.detail}.", _confidence(_margin(check)))
+
+    context_fails = "context_quality" in valid_failed
+    grounding_fails = "grounding" in valid_failed or "span_grounding" in valid_failed
+    needs_abstention = not has_context or (context_fails and (grounding_fails or not claims_apply))
+    if config.abstention.enforce and needs_abstention and not signals.abstains:
+        why = "no context was retrieved" if not has_context else "the context does not cover the question"
+        return verdict(Decision.REJECT, FailureType.MISSING_ABSTENTION, NextAction.REGENERATE_WITH_ABSTENTION,
+                       f"The answer asserts facts although {why}; it should say it lacks the information.",
+                       int(round(60 + 40 * signals.specificity)), hallucinated_spans)
+
+    if grounding_fails and signals.specificity >= config.specificity.confident_at:
+        worst = min((valid_failed[n] for n in ("grounding", "span_grounding") if n in valid_failed),
+                    key=lambda c: c.score)
+        return verdict(Decision.REJECT, FailureType.CONFIDENT_HALLUCINATION,
+                       NextAction.REGENERATE_WITH_GROUNDING_PROMPT,
+                       f"Specific claims the context does not support ({worst.name} {worst.score:.2f} "
+                       f"< {worst.minimum:.2f}, specificity {signals.specificity:.2f}).",
+                       _confidence(_margin(worst)), hallucinated_spans)
+
+    if invalid:
+        details = "; ".join(f"{name}: {failed[name].detail}" for name in invalid)
+        return verdict(Decision.REVIEW, FailureType.INVALID_SCORE, NextAction.HUMAN_REVIEW,
+                       f"Cannot trust the scores ({details}); failing closed.", 0)
+
+    if "relevance" in valid_failed:
+        check = valid_failed["relevance"]
+        return verdict(Decision.REVIEW, FailureType.OFF_TOPIC, NextAction.RETRY_WITH_CLEARER_QUERY,
+                       f"The answer does not address the question (relevance {check.score:.2f} "
+                       f"< {check.minimum:.2f}).", _confidence(_margin(check)))
+
+    if grounding_fails:
+        worst = min((valid_failed[n] for n in ("grounding", "span_grounding") if n in valid_failed),
+                    key=lambda c: c.score)
+        return verdict(Decision.REVIEW, FailureType.VAGUE_UNGROUNDED, NextAction.RETRY_WITH_SPECIFIC_PROMPT,
+                       f"Vague answer the context does not support ({worst.name} {worst.score:.2f} "
+                       f"< {worst.minimum:.2f}).", _confidence(_margin(worst)), hallucinated_spans)
+
+    if not has_context or context_fails:
+        # Reached only when the answer abstained (rule 2) or abstention is not enforced.
+        if not has_context:
+            return verdict(Decision.REVIEW, FailureType.POOR_RETRIEVAL, NextAction.RETRIEVE_MORE_DOCUMENTS,
+                           "No context was retrieved; the answer rightly abstains. Retrieve documents and retry.",
+                           80)
+        check = valid_failed["context_quality"]
+        return verdict(Decision.REVIEW, FailureType.POOR_RETRIEVAL, NextAction.RETRIEVE_MORE_DOCUMENTS,
+                       f"The retrieved context barely covers the question (context_quality {check.score:.2f} "
+                       f"< {check.minimum:.2f}).", _confidence(_margin(check)))
+
+    if "fact_recall" in valid_failed:
+        check = valid_failed["fact_recall"]
+        return verdict(Decision.REVIEW, FailureType.INCOMPLETE, NextAction.RETRY_WITH_SPECIFIC_PROMPT,
+                       f"The answer leaves out most of the context's facts (fact_recall {check.score:.2f} "
+                       f"< {check.minimum:.2f}).", _confidence(_margin(check)))
+
+    if signals.abstains and has_context:
+        return verdict(Decision.REVIEW, FailureType.INCOMPLETE, NextAction.RETRY_WITH_SPECIFIC_PROMPT,
+                       "The answer abstains although the context covers the question.",
+                       _confidence(_margin(checks["context_quality"])))
+
+    if "agreement" in valid_failed:
+        check = valid_failed["agreement"]
+        return verdict(Decision.REVIEW, FailureType.VALIDATOR_DISAGREEMENT, NextAction.HUMAN_REVIEW,
+                       f"The validators disagree (spread {1 - check.score:.2f} > {1 - check.minimum:.2f}).",
+                       _confidence(_margin(check)))
+
+    deciding = [c for name, c in checks.items() if c.applies and c.passed and required[name]]
+    confidence = _confidence(min((_margin(c) for c in deciding), default=0.0))
+    return verdict(Decision.ACCEPT, FailureType.NONE, NextAction.SERVE_RESPONSE,
+                   "All applicable checks passed." if deciding else "No check applies; nothing to object to.",
+                   confidence)

@@ -1,0 +1,136 @@
+"""The Python API: `Gate(...).validate(case) -> Result`, batch-first and stateless per call.
+
+Runs the selected validators over a batch, computes the model-free case signals, and lets the
+decision policy (decision.py) decide. One Gate holds each model session once; threads may share it.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+from . import heuristics
+from .case import Case
+from .config import GateConfig, load_gate_config
+from .decision import decide
+from .results import CaseSignals, FactSpansOutput, QARelevanceOutput, Result, Span, ToneOutput
+from .validators import VALIDATOR_NAMES, Validator, load_validator
+
+logger = logging.getLogger(__name__)
+
+
+class Gate:
+    """Validators + policy. Build once, call `validate`/`validate_batch` many times."""
+
+    def __init__(
+        self,
+        config: GateConfig | None = None,
+        *,
+        validators: Sequence[str] | None = None,
+        models_dir: str | Path | None = None,
+        instances: dict[str, Validator] | None = None,
+        judge: Any | None = None,
+    ):
+        """
+        Args:
+            config: the gate policy; default `configs/gate.yaml`.
+            validators: names to run (default: the config's list).
+            models_dir: folder with trained validators (default: the config's, else `models/`).
+            instances: ready validators by name, overriding loading (tests, custom models).
+            judge: an optional LLM judge with `review(case, result) -> Result`, consulted only when
+                the local decision's confidence is below `judge.uncertain_below_confidence`.
+        """
+        self.config = config or load_gate_config()
+        names = list(validators or self.config.validators)
+        unknown = [n for n in names if n not in VALIDATOR_NAMES]
+        if unknown:
+            raise ValueError(f"unknown validator(s) {unknown}; choose from {', '.join(VALIDATOR_NAMES)}")
+        models_dir = models_dir or self.config.models_dir
+        instances = instances or {}
+        self.validators: dict[str, Validator] = {
+            name: instances.get(name) or load_validator(name, models_dir) for name in names
+        }
+        self.judge = judge
+
+    @classmethod
+    def from_config_file(cls, path: str | Path | None = None, **kwargs: Any) -> "Gate":
+        return cls(load_gate_config(path), **kwargs)
+
+    @property
+    def models(self) -> dict[str, dict[str, Any]]:
+        return {
+            name: {"kind": v.info.kind, "version": v.info.version, "sha256": v.info.sha256}
+            for name, v in self.validators.items()
+        }
+
+    @property
+    def uses_fallback(self) -> bool:
+        return any(v.info.kind == "heuristic" for v in self.validators.values())
+
+    def validate(self, case: Case) -> Result:
+        return self.validate_batch([case])[0]
+
+    def validate_batch(self, cases: Iterable[Case]) -> list[Result]:
+        cases = list(cases)
+        if not cases:
+            return []
+        started = time.perf_counter()
+        outputs = {name: validator.predict(cases) for name, validator in self.validators.items()}
+        for name, produced in outputs.items():
+            if len(produced) != len(cases):
+                raise RuntimeError(f"validator {name} returned {len(produced)} outputs for {len(cases)} cases")
+        per_case_ms = (time.perf_counter() - started) * 1000 / len(cases)
+        results = []
+        for index, case in enumerate(cases):
+            case_started = time.perf_counter()
+            per_validator = {name: produced[index] for name, produced in outputs.items()}
+            result = self._decide(case, per_validator)
+            latency = per_case_ms + (time.perf_counter() - case_started) * 1000
+            result.meta["latency_ms"] = round(latency, 3)
+            if self.judge is not None and result.confidence < self.config.judge.uncertain_below_confidence:
+                result = self.judge.review(case, result)
+            results.append(result)
+        return results
+
+    def _decide(self, case: Case, outputs: dict[str, Any]) -> Result:
+        signals = CaseSignals(
+            specificity=heuristics.specificity(case.answer),
+            context_quality=heuristics.context_quality(case.question, case.context_text),
+            abstains=heuristics.abstains(case.answer),
+        )
+        fact = outputs.get("fact_spans")
+        qa = outputs.get("qa_relevance")
+        tone = outputs.get("tone")
+        verdict = decide(
+            has_context=case.has_context,
+            signals=signals,
+            fact=fact if isinstance(fact, FactSpansOutput) else None,
+            qa=qa if isinstance(qa, QARelevanceOutput) else None,
+            tone=tone if isinstance(tone, ToneOutput) else None,
+            config=self.config,
+        )
+        low, high = self.config.spans.low_confidence_band
+        uncertain: tuple[Span, ...] = tuple(
+            s for s in (fact.spans if isinstance(fact, FactSpansOutput) else ()) if low <= s.score <= high
+        )
+        return Result(
+            id=case.id,
+            decision=verdict.decision,
+            failure_type=verdict.failure_type,
+            next_action=verdict.next_action,
+            reason=verdict.reason,
+            confidence=verdict.confidence,
+            checks=verdict.checks,
+            scores=verdict.scores,
+            validators=outputs,
+            low_confidence_spans=uncertain,
+            triggers=verdict.triggers,
+            meta={
+                "models": {name: info["sha256"] or info["version"] for name, info in self.models.items()},
+                "fallback": sorted(n for n, v in self.validators.items() if v.info.kind == "heuristic"),
+                "signals": {"specificity": signals.specificity, "context_quality": signals.context_quality,
+                            "abstains": signals.abstains},
+            },
+        )

@@ -1,0 +1,188 @@
+"""Lexical scores computed in milliseconds, used when a trained validator is absent.
+
+Every score is in [0, 1]. They are deliberately simple and explainable: shared content stems,
+exact number matching, negation mismatch, phrase lists for noise, hedging and abstention (en, ru).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from dataclasses import dataclass
+
+from .text import NEGATIONS, Sentence, Token, content_stems, split_sentences, tokenize
+
+# Stylistic filler that is neither a claim nor a hallucination.
+NOISE_PATTERNS = [
+    r"\bdear (customer|user|client|sir|madam)\b", r"\bthank(s| you)\b", r"\bi hope (this|that) helps\b",
+    r"\bas an ai( language)? model\b", r"\bhere is (a|the) (summary|answer|overview)\b", r"\bhappy to help\b",
+    r"\bfeel free to\b", r"\bbest regards\b", r"\bhave a (great|nice) day\b", r"\bgreat question\b",
+    r"\bhello\b", r"\bhi there\b", r"\blet me know if\b", r"\bi'?m glad\b", r"\bsure[,!]",
+    r"\bуважаем\w+ (клиент|пользовател)\w*", r"\bспасибо\b", r"\bблагодар\w+", r"\bздравствуйте\b",
+    r"\bдобрый (день|вечер)\b", r"\bнадеюсь,? (это|мой ответ) помо\w+", r"\bобращайтесь\b",
+    r"\bс уважением\b", r"\bхорошего дня\b", r"\bрад\w* помочь\b", r"\bвот (краткое )?(резюме|ответ)\b",
+]
+# The answer declines to answer: correct behaviour when the context does not support one.
+ABSTENTION_PATTERNS = [
+    r"\b(i|we) (do not|don't|did not|didn't) (have|find|know)\b",
+    r"\b(not|no) (enough|sufficient) (information|context|data)\b",
+    r"\binsufficient (information|context)\b",
+    r"\b(cannot|can't|can not|unable to) (answer|determine|tell|say|find|confirm|verify)\b",
+    r"\b(is|are) not (mentioned|specified|stated|provided|given|available)\b",
+    r"\b(the )?(context|document|documents|passage|text|sources?) (does|do) not (say|mention|contain|specify|provide|state)\b",
+    r"\bno information\b", r"\bi('m| am) not sure\b", r"\bunknown\b",
+    r"\bнет (данных|информации|сведений)\b", r"\bнедостаточно (данных|информации|сведений)\b",
+    r"\bне (могу|можем|удалось) (ответить|определить|сказать|найти|подтвердить)\b",
+    r"\bне (знаю|известно|указан\w*|упомина\w+|сказано|говорится)\b", r"\bнет ответа\b",
+    r"\bв (контексте|документ\w*|тексте|источник\w*) (нет|не)\b",
+]
+# Hedging lowers specificity: a hedged wrong answer is vague, not a confident hallucination.
+HEDGE_PATTERNS = [
+    r"\b(may|might|could|possibly|perhaps|probably|likely|maybe|seems?|appears?|roughly|around|approximately|generally|typically|usually)\b",
+    r"\b(возможно|наверное|вероятно|кажется|примерно|около|обычно|как правило|может быть|скорее всего)\b",
+]
+_NOISE = re.compile("|".join(NOISE_PATTERNS), re.IGNORECASE)
+_ABSTENTION = re.compile("|".join(ABSTENTION_PATTERNS), re.IGNORECASE)
+_HEDGE = re.compile("|".join(HEDGE_PATTERNS), re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class SentenceSupport:
+    sentence: Sentence
+    is_noise: bool
+    support: float  # weighted share of the sentence's content tokens found in the context
+    unsupported_numbers: tuple[str, ...]
+    negation_mismatch: bool
+
+
+def _weight(token: Token) -> float:
+    # Numbers and names carry the checkable claim; a wrong one matters more than a wrong verb.
+    return 2.0 if token.is_number or token.is_capitalized else 1.0
+
+
+def _is_noise_sentence(sentence: Sentence) -> bool:
+    """Noise when filler phrases cover most of the sentence's words."""
+    covered = sum(len(m.group(0)) for m in _NOISE.finditer(sentence.text))
+    if not covered:
+        return False
+    residue = _NOISE.sub(" ", sentence.text)
+    residue_content = [t for t in tokenize(residue) if not t.is_stopword]
+    return len(residue_content) <= 2
+
+
+def sentence_support(answer: str, context: str) -> list[SentenceSupport]:
+    """Per answer sentence: how much of it the context supports."""
+    context_tokens = tokenize(context)
+    context_stems = {t.stem for t in context_tokens}
+    context_numbers = {t.stem for t in context_tokens if t.is_number}
+    context_negated = bool(NEGATIONS & {t.text for t in context_tokens})
+    results = []
+    for sentence in split_sentences(answer):
+        if _is_noise_sentence(sentence):
+            results.append(SentenceSupport(sentence, True, 1.0, (), False))
+            continue
+        tokens = tokenize(sentence.text)
+        content = [t for t in tokens if not t.is_stopword]
+        total = sum(_weight(t) for t in content)
+        found = sum(_weight(t) for t in content if t.stem in context_stems)
+        support = found / total if total else 1.0
+        missing_numbers = tuple(t.text for t in content if t.is_number and t.stem not in context_numbers)
+        negated = bool(NEGATIONS & {t.text for t in tokens})
+        # A negation the context never uses flips a claim that otherwise shares all its words.
+        mismatch = negated and not context_negated
+        if missing_numbers:
+            support = min(support, 0.3)
+        if mismatch:
+            support = min(support, 0.4)
+        results.append(SentenceSupport(sentence, False, support, missing_numbers, mismatch))
+    return results
+
+
+def atomic_facts(context: str) -> list[Sentence]:
+    """The context's atomic facts: its sentences, split further at ';' (en and ru alike)."""
+    facts = []
+    for sentence in split_sentences(context):
+        position = sentence.start
+        for piece in re.split(r"(?<=;)\s+", sentence.text):
+            if piece.strip():
+                start = context.index(piece, position)
+                facts.append(Sentence(piece, start, start + len(piece)))
+                position = start + len(piece)
+    return facts
+
+
+def fact_recall(answer: str, context: str, covered_at: float = 0.5) -> float:
+    """Share of the context's atomic facts whose content stems the answer mostly repeats."""
+    facts = [content_stems(f.text) for f in atomic_facts(context)]
+    facts = [f for f in facts if f]
+    if not facts:
+        return 0.0
+    answer_stems = content_stems(answer)
+    covered = sum(1 for f in facts if len(f & answer_stems) / len(f) >= covered_at)
+    return covered / len(facts)
+
+
+def specificity(answer: str) -> float:
+    """How concrete and assertive the answer is: numbers, names, no hedging."""
+    tokens = tokenize(answer)
+    content = [t for t in tokens if not t.is_stopword]
+    if not content:
+        return 0.0
+    sentence_starts = {s.start for s in split_sentences(answer)}
+    numbers = sum(1 for t in content if t.is_number)
+    names = sum(1 for t in content if t.is_capitalized and t.start not in sentence_starts and not t.is_number)
+    hedges = len(_HEDGE.findall(answer))
+    density = (2 * numbers + names) / len(content)
+    # A few numbers or names in a short answer already make it checkable; saturate early.
+    score = 1.0 - math.exp(-4.0 * density) - 0.15 * hedges
+    return max(0.0, min(1.0, score))
+
+
+def abstains(answer: str) -> bool:
+    """The answer declines to answer and asserts little else."""
+    if not _ABSTENTION.search(answer):
+        return False
+    claims = [s for s in split_sentences(answer) if not _ABSTENTION.search(s.text) and not _is_noise_sentence(s)]
+    # "I don't know, but the Mars office opens in 2027" still asserts a checkable claim.
+    return all(specificity(s.text) < 0.3 for s in claims)
+
+
+def _cosine(a: Counter, b: Counter) -> float:
+    shared = set(a) & set(b)
+    dot = sum(a[k] * b[k] for k in shared)
+    norm = math.sqrt(sum(v * v for v in a.values())) * math.sqrt(sum(v * v for v in b.values()))
+    return dot / norm if norm else 0.0
+
+
+def lexical_relevance(question: str, answer: str) -> float:
+    """Does the answer talk about what the question asks? Overlap of content stems.
+
+    Both texts are counted over one shared vocabulary (their own stems), so equal texts give 1.
+    A short answer ("Paris.") shares few words with its question yet answers it, so the score is
+    the larger of the question's coverage and a length-robust cosine, floored for short answers.
+    """
+    q = Counter(t.stem for t in tokenize(question) if not t.is_stopword)
+    a = Counter(t.stem for t in tokenize(answer) if not t.is_stopword)
+    if not q or not a:
+        return 0.5 if a else 0.0
+    coverage = len(set(q) & set(a)) / len(set(q))
+    score = max(coverage, _cosine(q, a))
+    if sum(a.values()) <= 3:
+        score = max(score, 0.5)  # too short to judge lexically: neutral, not off-topic
+    return min(1.0, score)
+
+
+def context_quality(question: str, context: str) -> float:
+    """Share of the question's content stems that the context contains (0 for no context)."""
+    q = content_stems(question)
+    if not context.strip():
+        return 0.0
+    if not q:
+        return 1.0
+    return len(q & content_stems(context)) / len(q)
+
+
+def spread(scores: list[float]) -> float:
+    """Max - min of the validators' quality scores: large when they tell different stories."""
+    return max(scores) - min(scores) if len(scores) >= 2 else 0.0

@@ -1,0 +1,103 @@
+"""`models/<validator>/manifest.json`: the only thing inference trusts about a trained model.
+
+Written by export, verified on load: format version, labels, thresholds, max length, window rule,
+training data/config, metrics and the sha256 of every file in the folder.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+MANIFEST_NAME = "manifest.json"
+FORMAT_VERSION = 1
+
+
+class ManifestError(ValueError):
+    """A model folder that cannot be trusted: missing files, wrong hashes, bad manifest."""
+
+
+class WindowRule(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    max_length: int = Field(gt=8)
+    stride: int = Field(0, ge=0, description="tokens of overlap between context windows")
+    aggregation: str = "max"  # how per-window predictions combine; documented per task
+
+
+class Manifest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    format_version: int
+    name: str  # validator name: fact_spans, qa_relevance, tone
+    task: str
+    version: str
+    base_model: str
+    labels: list[str]
+    thresholds: dict[str, float] = {}
+    window: WindowRule
+    model_file: str = "model.onnx"
+    tokenizer_file: str = "tokenizer.json"
+    files: dict[str, str]  # file name -> sha256
+    metrics: dict[str, Any] = {}
+    training: dict[str, Any] = {}  # data, config, what was subsampled/frozen: reproducibility
+
+    @property
+    def model_sha256(self) -> str:
+        return self.files[self.model_file]
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def load_manifest(folder: str | Path, *, verify: bool = True) -> Manifest:
+    """Reads and (by default) verifies a model folder; raises ManifestError saying what is wrong."""
+    folder = Path(folder)
+    path = folder / MANIFEST_NAME
+    try:
+        manifest = Manifest.model_validate(json.loads(path.read_text(encoding="utf-8")))
+    except FileNotFoundError:
+        raise ManifestError(f"{path}: missing; export the model with `autovalidators export`") from None
+    except json.JSONDecodeError as exc:
+        raise ManifestError(f"{path}: not valid JSON ({exc.msg}, line {exc.lineno})") from None
+    except ValidationError as exc:
+        fields = ", ".join(".".join(map(str, e["loc"])) + f" ({e['msg']})" for e in exc.errors())
+        raise ManifestError(f"{path}: invalid manifest: {fields}") from None
+    if manifest.format_version != FORMAT_VERSION:
+        raise ManifestError(
+            f"{path}: format_version {manifest.format_version}, this runtime reads {FORMAT_VERSION}; re-export"
+        )
+    for required in (manifest.model_file, manifest.tokenizer_file):
+        if required not in manifest.files:
+            raise ManifestError(f"{path}: 'files' has no sha256 for {required}")
+    if verify:
+        for name, expected in manifest.files.items():
+            file = folder / name
+            if not file.is_file():
+                raise ManifestError(f"{folder}: {name} is listed in the manifest but missing")
+            actual = sha256_of(file)
+            if actual != expected:
+                raise ManifestError(
+                    f"{file}: sha256 {actual[:12]}… does not match the manifest's {expected[:12]}…; "
+                    "the file changed after export"
+                )
+    return manifest
+
+
+def write_manifest(folder: str | Path, manifest_fields: dict[str, Any]) -> Manifest:
+    """Hashes every file in `folder` (but the manifest) and writes a validated manifest.json."""
+    folder = Path(folder)
+    files = {
+        p.name: sha256_of(p) for p in sorted(folder.iterdir()) if p.is_file() and p.name != MANIFEST_NAME
+    }
+    manifest = Manifest.model_validate({"format_version": FORMAT_VERSION, **manifest_fields, "files": files})
+    (folder / MANIFEST_NAME).write_text(json.dumps(manifest.model_dump(), indent=2, ensure_ascii=False) + "\n")
+    return manifest

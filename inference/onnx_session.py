@@ -1,0 +1,45 @@
+"""A thin onnxruntime wrapper that checks and casts inputs at the model boundary (no torch)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Mapping
+
+import numpy as np
+import onnxruntime as ort
+
+_NUMPY_TYPES = {
+    "tensor(int64)": np.int64,
+    "tensor(int32)": np.int32,
+    "tensor(float)": np.float32,
+    "tensor(float16)": np.float16,
+}
+
+
+class OnnxSession:
+    """One InferenceSession per model file, shared by threads (onnxruntime's run is thread-safe).
+
+    Input names and dtypes are cached once; `run` refuses missing inputs by name and casts the
+    rest, so callers can pass plain int arrays from a tokenizer.
+    """
+
+    def __init__(self, model_path: str | Path, *, threads: int | None = None):
+        options = ort.SessionOptions()
+        # Default to the machine's cores; AUTOVALIDATORS_THREADS pins it for benchmarks.
+        threads = threads or int(os.environ.get("AUTOVALIDATORS_THREADS", "0")) or None
+        if threads:
+            options.intra_op_num_threads = threads
+            options.inter_op_num_threads = 1
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        self.path = Path(model_path)
+        self.session = ort.InferenceSession(str(self.path), options, providers=["CPUExecutionProvider"])
+        self.input_types = {i.name: _NUMPY_TYPES.get(i.type, np.float32) for i in self.session.get_inputs()}
+        self.output_names = [o.name for o in self.session.get_outputs()]
+
+    def run(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        missing = [name for name in self.input_types if name not in inputs]
+        if missing:
+            raise ValueError(f"{self.path.name}: input {missing[0]!r} is required by the model but not provided")
+        feed = {name: np.asarray(inputs[name], dtype=dtype) for name, dtype in self.input_types.items()}
+        return dict(zip(self.output_names, self.session.run(self.output_names, feed)))

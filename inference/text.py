@@ -1,0 +1,128 @@
+"""Language-aware text primitives shared by the heuristics: tokens, stems, sentences (en and ru).
+
+Tokens keep digits and Cyrillic: "67 million" and "69 million" are different claims, and two
+identical Russian texts must come out identical.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+
+import snowballstemmer
+
+# A number keeps its inner separators ("1,000", "3.5", "2027"); a word is any run of letters/digits.
+_TOKEN = re.compile(r"\d+(?:[.,]\d+)*|[^\W\d_]+(?:['’-][^\W\d_]+)*|\d+", re.UNICODE)
+_CYRILLIC = re.compile(r"[\u0400-\u04FF]")
+# Sentence ends: . ! ? … followed by space and an upper-case letter, digit or quote; or a newline.
+_SENTENCE_END = re.compile(r"(?<=[.!?…])\s+(?=[\"«(\[]?[A-ZА-ЯЁ0-9])|\n+")
+
+STOPWORDS_EN = frozenset(
+    """a about above after again against all am an and any are as at be because been before being
+    below between both but by can could did do does doing down during each few for from further had
+    has have having he her here hers herself him himself his how i if in into is it its itself just
+    me more most my myself of off on once only or other our ours ourselves out over own same she
+    should so some such than that the their theirs them themselves then there these they this those
+    through to too under until up very was we were what when where which while who whom why will
+    with would you your yours yourself yourselves also may might must shall us one s t""".split()
+)
+STOPWORDS_RU = frozenset(
+    """и в во не что он на я с со как а то все она так его но да ты к у же вы за бы по только ее мне
+    было вот от меня еще о из ему теперь когда даже ну вдруг ли если уже или быть был него до вас
+    нибудь опять уж вам ведь там потом себя ничего ей может они тут где есть надо ней для мы тебя их
+    чем была сам чтоб без будто чего раз тоже себе под будет ж тогда кто этот того потому этого
+    какой совсем ним здесь этом один почти мой тем чтобы нее были куда зачем всех никогда можно при
+    наконец два об другой хоть после над больше тот через эти нас про всего них какая много разве
+    три эту моя впрочем хорошо свою этой перед иногда лучше чуть том нельзя такой им более всегда
+    конечно всю между это также является""".split()
+)
+NEGATIONS = frozenset(
+    "not no never nothing none neither nor cannot can't don't doesn't didn't isn't wasn't aren't "
+    "weren't won't without не нет никогда ничего ни без нельзя".split()
+)
+
+
+@dataclass(frozen=True)
+class Token:
+    text: str  # lower-cased surface form
+    stem: str
+    start: int
+    end: int
+    is_number: bool
+    is_stopword: bool
+    is_capitalized: bool  # written with a capital letter in the original
+
+
+@lru_cache(maxsize=2)
+def _stemmer(language: str) -> snowballstemmer.stemmer:
+    return snowballstemmer.stemmer(language)
+
+
+def language_of(text: str) -> str:
+    """'ru' when Cyrillic letters dominate the letters of `text`, else 'en'."""
+    letters = [ch for ch in text if ch.isalpha()]
+    if not letters:
+        return "en"
+    cyrillic = sum(1 for ch in letters if _CYRILLIC.match(ch))
+    return "ru" if cyrillic * 2 >= len(letters) else "en"
+
+
+def normalize_number(text: str) -> str:
+    """'1,000' and '1000' are the same number; '3,5' (ru decimal) and '3.5' too."""
+    if re.fullmatch(r"\d{1,3}(,\d{3})+", text):
+        return text.replace(",", "")
+    return text.replace(",", ".")
+
+
+def tokenize(text: str) -> list[Token]:
+    """Word and number tokens with character offsets, stems and flags."""
+    tokens = []
+    for match in _TOKEN.finditer(text):
+        surface = match.group(0)
+        lower = surface.lower().replace("ё", "е")
+        is_number = surface[0].isdigit()
+        if is_number:
+            stem = normalize_number(surface)
+        else:
+            language = "russian" if _CYRILLIC.match(lower[0]) else "english"
+            stem = _stemmer(language).stemWord(lower)
+        tokens.append(
+            Token(
+                text=lower,
+                stem=stem,
+                start=match.start(),
+                end=match.end(),
+                is_number=is_number,
+                is_stopword=lower in STOPWORDS_EN or lower in STOPWORDS_RU,
+                is_capitalized=surface[0].isupper(),
+            )
+        )
+    return tokens
+
+
+def content_stems(text: str) -> set[str]:
+    """Stems of the tokens that carry meaning (no stopwords)."""
+    return {t.stem for t in tokenize(text) if not t.is_stopword}
+
+
+@dataclass(frozen=True)
+class Sentence:
+    text: str
+    start: int
+    end: int
+
+
+def split_sentences(text: str) -> list[Sentence]:
+    """Sentences with character offsets; blank pieces are dropped."""
+    sentences = []
+    position = 0
+    for match in list(_SENTENCE_END.finditer(text)) + [None]:
+        end = match.start() if match else len(text)
+        piece = text[position:end]
+        stripped = piece.strip()
+        if stripped:
+            offset = position + piece.index(stripped)
+            sentences.append(Sentence(stripped, offset, offset + len(stripped)))
+        position = match.end() if match else len(text)
+    return sentences

@@ -1,0 +1,58 @@
+"""Validator registry: the trained ONNX model when `models/<name>/` holds one, else the heuristic."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Callable
+
+from ..manifest import MANIFEST_NAME, Manifest, load_manifest
+from .base import VALIDATOR_NAMES, Validator, ValidatorInfo
+from .heuristic import HeuristicFactSpans, HeuristicQARelevance, HeuristicTone
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_MODELS_DIR = Path(__file__).resolve().parents[2] / "models"
+
+HEURISTICS: dict[str, Callable[[], Validator]] = {
+    "fact_spans": HeuristicFactSpans,
+    "qa_relevance": HeuristicQARelevance,
+    "tone": HeuristicTone,
+}
+# task name in a manifest -> factory(folder, manifest) for the ONNX validator of that task.
+# Each trained validator module registers itself here on import (see register_onnx_validator).
+ONNX_FACTORIES: dict[str, Callable[[Path, Manifest], Validator]] = {}
+
+
+def register_onnx_validator(task: str):
+    def decorator(factory):
+        ONNX_FACTORIES[task] = factory
+        return factory
+    return decorator
+
+
+def load_validator(name: str, models_dir: str | Path | None = None) -> Validator:
+    """The trained validator `name` from `models_dir` (verified by sha256), else its heuristic.
+
+    A model folder that exists but fails verification is an error, not a silent fallback: a
+    tampered or half-copied model must not quietly turn into a heuristic in production.
+    """
+    if name not in VALIDATOR_NAMES:
+        raise ValueError(f"unknown validator {name!r}; choose from {', '.join(VALIDATOR_NAMES)}")
+    folder = Path(models_dir or DEFAULT_MODELS_DIR) / name
+    if not (folder / MANIFEST_NAME).is_file():
+        logger.info("no trained %s model in %s; using the heuristic fallback", name, folder)
+        return HEURISTICS[name]()
+    manifest = load_manifest(folder)
+    _import_onnx_validators()
+    if manifest.task not in ONNX_FACTORIES:
+        raise ValueError(f"{folder}: manifest task {manifest.task!r} has no runtime validator")
+    return ONNX_FACTORIES[manifest.task](folder, manifest)
+
+
+def _import_onnx_validators() -> None:
+    # Imported lazily so that a heuristic-only run never loads onnxruntime sessions it won't use.
+    from . import onnx_validators  # noqa: F401
+
+
+__all__ = ["Validator", "ValidatorInfo", "VALIDATOR_NAMES", "load_validator", "register_onnx_validator"]

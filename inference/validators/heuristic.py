@@ -1,0 +1,126 @@
+"""Validators built from the lexical heuristics: no model, milliseconds per case.
+
+They return the same output types as the trained validators, so the gate cannot tell them apart
+except through `source` and `meta.models`.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+from importlib import resources
+from typing import Sequence
+
+from .. import heuristics
+from ..case import Case
+from ..results import FactSpansOutput, QARelevanceOutput, Span, SpanLabel, ToneOutput
+from .base import ValidatorInfo
+
+HEURISTIC_VERSION = "heuristic-1"
+# Sentence support below this marks the sentence a hallucination.
+SUPPORTED_AT = 0.6
+
+
+class HeuristicFactSpans:
+    """Sentence-level grounding from shared content stems, exact numbers and negations."""
+
+    info = ValidatorInfo("fact_spans", "heuristic", HEURISTIC_VERSION)
+
+    def predict(self, cases: Sequence[Case]) -> list[FactSpansOutput]:
+        return [self._one(case) for case in cases]
+
+    def _one(self, case: Case) -> FactSpansOutput:
+        context = case.context_text
+        if not context.strip():
+            # Nothing to ground against: grounding does not apply, abstention rules decide.
+            return FactSpansOutput(applies=False)
+        supports = heuristics.sentence_support(case.answer, context)
+        spans = []
+        weighted_support = weighted_total = 0.0
+        for item in supports:
+            s = item.sentence
+            if item.is_noise:
+                spans.append(Span(s.start, s.end, SpanLabel.NOISE, 0.9, s.text))
+                continue
+            length = float(s.end - s.start)
+            weighted_total += length
+            weighted_support += length * item.support
+            if item.support >= SUPPORTED_AT:
+                spans.append(Span(s.start, s.end, SpanLabel.FACT, item.support, s.text))
+            else:
+                spans.append(Span(s.start, s.end, SpanLabel.HALLUCINATION, 1.0 - item.support, s.text))
+        precision = weighted_support / weighted_total if weighted_total else 1.0
+        hallucination_score = max(
+            (sp.score for sp in spans if sp.label is SpanLabel.HALLUCINATION), default=0.0
+        )
+        return FactSpansOutput(
+            applies=True,
+            hallucinated=any(sp.label is SpanLabel.HALLUCINATION for sp in spans),
+            hallucination_score=hallucination_score,
+            precision=precision,
+            recall=heuristics.fact_recall(case.answer, context),
+            spans=tuple(spans),
+        )
+
+
+class HeuristicQARelevance:
+    """Lexical question–answer overlap; neutral (0.5) for answers too short to judge."""
+
+    info = ValidatorInfo("qa_relevance", "heuristic", HEURISTIC_VERSION)
+    threshold = 0.5
+
+    def predict(self, cases: Sequence[Case]) -> list[QARelevanceOutput]:
+        outputs = []
+        for case in cases:
+            score = heuristics.lexical_relevance(case.question, case.answer)
+            outputs.append(QARelevanceOutput(applies=bool(case.question.strip()), score=score,
+                                             relevant=score >= self.threshold))
+        return outputs
+
+
+_LEET = str.maketrans({"0": "o", "1": "i", "3": "e", "4": "a", "5": "s", "@": "a", "$": "s", "ё": "е"})
+
+
+def normalize_for_lexicon(text: str) -> str:
+    """Lower-case, undo leetspeak, drop masking symbols, collapse stretched letters."""
+    text = text.lower().translate(_LEET)
+    text = re.sub(r"(?<=\w)[*#]+(?=\w)", "", text)  # f**k -> fk, handled by patterns below
+    return re.sub(r"(\w)\1{2,}", r"\1", text)  # fuuuuck -> fuck
+
+
+@lru_cache(maxsize=1)
+def _tone_lexicon() -> dict[str, re.Pattern]:
+    """label -> one compiled pattern, from `lexicons/tone.txt` (label<TAB>regex per line)."""
+    patterns: dict[str, list[str]] = {}
+    text = resources.files("autovalidators.inference").joinpath("lexicons/tone.txt").read_text("utf-8")
+    for line in text.splitlines():
+        if not line.strip() or line.startswith("#"):
+            continue
+        label, pattern = line.split("\t", 1)
+        patterns.setdefault(label.strip(), []).append(pattern.strip())
+    return {label: re.compile("|".join(f"(?:{p})" for p in ps)) for label, ps in patterns.items()}
+
+
+class HeuristicTone:
+    """Lexicon matches per label (en and ru, leetspeak and transliteration normalised)."""
+
+    info = ValidatorInfo("tone", "heuristic", HEURISTIC_VERSION)
+    labels = ("toxicity", "obscenity", "insult", "threat", "identity_hate", "politics")
+    hit_score, miss_score, threshold = 0.9, 0.05, 0.5
+
+    def predict(self, cases: Sequence[Case]) -> list[ToneOutput]:
+        lexicon = _tone_lexicon()
+        outputs = []
+        for case in cases:
+            text = normalize_for_lexicon(case.answer)
+            scores = {
+                label: self.hit_score if label in lexicon and lexicon[label].search(text) else self.miss_score
+                for label in self.labels
+            }
+            # Toxicity is the umbrella: any abusive label makes the text toxic.
+            abusive = ("obscenity", "insult", "threat", "identity_hate")
+            scores["toxicity"] = max(scores["toxicity"], *(scores[label] for label in abusive))
+            flagged = tuple(label for label, p in scores.items() if p >= self.threshold)
+            outputs.append(ToneOutput(applies=bool(case.answer.strip()), scores=scores, flagged=flagged,
+                                      thresholds={label: self.threshold for label in self.labels}))
+        return outputs
