@@ -98,7 +98,7 @@ class Gate:
         signals = CaseSignals(
             specificity=heuristics.specificity(case.answer),
             context_quality=heuristics.context_quality(case.question, case.context_text),
-            abstains=heuristics.abstains(case.answer),
+            abstains=heuristics.abstains(case.answer, case.question),
         )
         fact = outputs.get("fact_spans")
         qa = outputs.get("qa_relevance")

@@ -42,6 +42,8 @@ HEDGE_PATTERNS = [
     r"\b(may|might|could|possibly|perhaps|probably|likely|maybe|seems?|appears?|roughly|around|approximately|generally|typically|usually)\b",
     r"\b(возможно|наверное|вероятно|кажется|примерно|около|обычно|как правило|может быть|скорее всего)\b",
 ]
+# Words an abstaining answer may add beyond the question ("I cannot answer that question").
+MAX_NEW_WORDS_IN_ABSTENTION = 4
 _NOISE = re.compile("|".join(NOISE_PATTERNS), re.IGNORECASE)
 _ABSTENTION = re.compile("|".join(ABSTENTION_PATTERNS), re.IGNORECASE)
 _HEDGE = re.compile("|".join(HEDGE_PATTERNS), re.IGNORECASE)
@@ -139,13 +141,21 @@ def specificity(answer: str) -> float:
     return max(0.0, min(1.0, score))
 
 
-def abstains(answer: str) -> bool:
-    """The answer declines to answer and asserts little else."""
+def abstains(answer: str, question: str = "") -> bool:
+    """The answer declines to answer and asserts nothing new.
+
+    Outside the abstention phrases, the answer may restate the question ("…about the Mars
+    office") but not add numbers or more than a few new content words: "I don't know, but the
+    Mars office opens in 2027" still asserts a checkable claim.
+    """
     if not _ABSTENTION.search(answer):
         return False
-    claims = [s for s in split_sentences(answer) if not _ABSTENTION.search(s.text) and not _is_noise_sentence(s)]
-    # "I don't know, but the Mars office opens in 2027" still asserts a checkable claim.
-    return all(specificity(s.text) < 0.3 for s in claims)
+    residue = _NOISE.sub(" ", _ABSTENTION.sub(" ", answer))
+    content = [t for t in tokenize(residue) if not t.is_stopword]
+    if any(t.is_number for t in content):
+        return False
+    novel = {t.stem for t in content} - content_stems(question)
+    return len(novel) <= MAX_NEW_WORDS_IN_ABSTENTION
 
 
 def _cosine(a: Counter, b: Counter) -> float:

@@ -1,0 +1,97 @@
+"""The heuristic fallback: the known traps (digits, Cyrillic, shared vocabulary, P != R)."""
+
+from __future__ import annotations
+
+import pytest
+
+from autovalidators.inference import heuristics
+from autovalidators.inference.text import language_of, split_sentences, tokenize
+
+
+def test_tokens_keep_digits_and_numbers_are_distinct_claims():
+    stems = [t.stem for t in tokenize("Revenue was 67 million, not 69 million; 1,000 units at 3.5 each.")]
+    assert "67" in stems and "69" in stems
+    assert "1000" in stems  # "1,000" and "1000" are one number
+    assert "3.5" in stems
+
+
+def test_changed_number_is_not_supported():
+    context = "The metropolitan area has a population of 67 million people."
+    same = heuristics.sentence_support("The metropolitan area has 67 million people.", context)[0]
+    changed = heuristics.sentence_support("The metropolitan area has 69 million people.", context)[0]
+    assert same.support >= 0.9
+    assert changed.support <= 0.3
+    assert changed.unsupported_numbers == ("69",)
+
+
+def test_cyrillic_is_tokenised_and_identical_russian_texts_are_identical():
+    text = "Москва впервые упоминается в летописи в 1147 году."
+    assert [t.text for t in tokenize(text)][:3] == ["москва", "впервые", "упоминается"]
+    assert heuristics.sentence_support(text, text)[0].support == pytest.approx(1.0)
+    assert heuristics.lexical_relevance(text, text) == pytest.approx(1.0)
+    assert language_of(text) == "ru"
+
+
+def test_russian_inflections_share_stems():
+    context = "Основателем города считается князь Юрий Долгорукий."
+    answer = "Основатель города — князь Юрий Долгорукий."
+    assert heuristics.sentence_support(answer, context)[0].support >= 0.8
+
+
+def test_negation_the_context_never_makes_is_not_supported():
+    context = "Context engineering is used to build applications with language models."
+    answer = "Context engineering has nothing to do with language models."
+    assert heuristics.sentence_support(answer, context)[0].support <= 0.4
+
+
+def test_noise_sentences_are_recognised_in_both_languages():
+    for filler in ("Dear customer, thank you for your question!", "Спасибо за ваш вопрос!", "I hope this helps!"):
+        assert heuristics.sentence_support(filler, "unrelated context")[0].is_noise, filler
+
+
+def test_precision_and_recall_are_different_quantities():
+    context = "The tower is 330 metres tall. It opened in 1889. It was designed by Gustave Eiffel."
+    answer = "The tower opened in 1889."
+    recall = heuristics.fact_recall(answer, context)
+    assert recall == pytest.approx(1 / 3)
+    support = heuristics.sentence_support(answer, context)[0].support
+    assert support == pytest.approx(1.0)  # everything said is supported, little of the context is said
+
+
+def test_relevance_shares_one_vocabulary_and_detects_off_topic():
+    question = "How do I reset my password?"
+    on_topic = "Open Settings and choose Reset password; a link is sent to you."
+    off_topic = "Our office is open from nine to five and parking is free."
+    assert heuristics.lexical_relevance(question, on_topic) > heuristics.lexical_relevance(question, off_topic)
+    assert heuristics.lexical_relevance(question, off_topic) < 0.5
+
+
+def test_specificity_separates_concrete_from_hedged():
+    concrete = "Context engineering was invented at MIT in 1987 by John Smith."
+    vague = "It might possibly be something about computers, generally speaking."
+    assert heuristics.specificity(concrete) > 0.5 > heuristics.specificity(vague)
+
+
+@pytest.mark.parametrize("answer, expected", [
+    ("I don't have enough information to answer that.", True),
+    ("The context does not mention the Mars office.", True),
+    ("К сожалению, у меня нет информации об этом.", True),
+    ("Недостаточно данных, чтобы ответить.", True),
+    ("Yes, the Mars office opens in 2027.", False),
+    ("I don't know for sure, but the Mars office opens on 12 May 2027 in Olympus Mons.", False),
+])
+def test_abstention_detection(answer, expected):
+    assert heuristics.abstains(answer) is expected
+
+
+def test_context_quality_measures_question_coverage():
+    assert heuristics.context_quality("refund policy annual subscriptions", "") == 0.0
+    assert heuristics.context_quality("What is the refund policy?", "Refund policy: 30 days.") == pytest.approx(1.0)
+    assert heuristics.context_quality("What is the refund policy?", "We moved to Berlin.") == 0.0
+
+
+def test_sentence_offsets_point_into_the_text():
+    text = "First one. Второе предложение!  Third?"
+    for sentence in split_sentences(text):
+        assert text[sentence.start:sentence.end] == sentence.text
+    assert len(split_sentences(text)) == 3

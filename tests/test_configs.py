@@ -1,0 +1,50 @@
+"""Every YAML file in configs/ loads into its typed schema, so dead or misspelt keys cannot creep in."""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+
+import pytest
+
+from autovalidators.inference.config import CONFIG_DIR, ConfigError, GateConfig, load_config
+
+# file name -> "module:Schema". A new config file must be added here, or this test fails.
+SCHEMAS = {
+    "gate.yaml": "autovalidators.inference.config:GateConfig",
+}
+
+
+def schema_for(name: str):
+    module, attribute = SCHEMAS[name].split(":")
+    return getattr(importlib.import_module(module), attribute)
+
+
+CONFIG_FILES = sorted(p for p in CONFIG_DIR.rglob("*.yaml"))
+
+
+@pytest.mark.parametrize("path", CONFIG_FILES, ids=lambda p: str(p.relative_to(CONFIG_DIR)))
+def test_every_config_file_loads_into_its_schema(path: Path):
+    key = str(path.relative_to(CONFIG_DIR))
+    assert key in SCHEMAS, f"configs/{key} has no schema registered in tests/test_configs.py"
+    load_config(path, schema_for(key))
+
+
+def test_all_problems_are_reported_at_once(tmp_path):
+    path = tmp_path / "gate.yaml"
+    path.write_text("checks:\n  grounding: {minimum: 2}\n  relevance: {minimum: -1}\nbogus: 1\n")
+    with pytest.raises(ConfigError) as info:
+        load_config(path, GateConfig)
+    message = str(info.value)
+    assert "3 problem(s)" in message
+    for key in ("checks.grounding.minimum", "checks.relevance.minimum", "bogus"):
+        assert key in message
+
+
+def test_not_yaml_and_missing_file_are_clear_errors(tmp_path):
+    with pytest.raises(ConfigError, match="no such config file"):
+        load_config(tmp_path / "absent.yaml", GateConfig)
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("checks: [unclosed\n")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_config(bad, GateConfig)
