@@ -77,6 +77,16 @@ class JudgePolicy(StrictModel):
     timeout_s: float = Field(20.0, gt=0)
     max_retries: int = Field(2, ge=0)
     cache_dir: str = ".cache/autovalidators/judge"
+    # Versioned prompt (schema: autovalidators.inference.judge.JudgePrompt); relative to configs/.
+    prompt: str = "prompts/judge_v1.yaml"
+    # The judge's own confidence (0-1) needed before its verdict may change the local decision.
+    min_verdict_confidence: float = Field(0.8, ge=0.0, le=1.0)
+
+
+class HeuristicsPolicy(StrictModel):
+    # Sentence embeddings (offline MiniLM, needs the train extra) for the fallback relevance score:
+    # off = lexical only (fast, torch-free); auto = use them when installed; required = fail without.
+    embeddings: Literal["off", "auto", "required"] = "off"
 
 
 class InputPolicy(StrictModel):
@@ -89,6 +99,7 @@ class GateConfig(StrictModel):
     specificity: SpecificityPolicy = SpecificityPolicy()
     spans: SpanPolicy = SpanPolicy()
     judge: JudgePolicy = JudgePolicy()
+    heuristics: HeuristicsPolicy = HeuristicsPolicy()
     input: InputPolicy = InputPolicy()
     validators: list[Literal["fact_spans", "qa_relevance", "tone"]] = ["fact_spans", "qa_relevance", "tone"]
     models_dir: str | None = Field(None, description="where trained validators live; None = the shipped models/")

@@ -50,7 +50,8 @@ class Gate:
         models_dir = models_dir or self.config.models_dir
         instances = instances or {}
         self.validators: dict[str, Validator] = {
-            name: instances.get(name) or load_validator(name, models_dir) for name in names
+            name: instances.get(name) or load_validator(name, models_dir, embeddings=self.config.heuristics.embeddings)
+            for name in names
         }
         self.judge = judge
 

@@ -31,9 +31,10 @@ def register_onnx_validator(task: str):
     return decorator
 
 
-def load_validator(name: str, models_dir: str | Path | None = None) -> Validator:
+def load_validator(name: str, models_dir: str | Path | None = None, *, embeddings: str = "off") -> Validator:
     """The trained validator `name` from `models_dir` (verified by sha256), else its heuristic.
 
+    `embeddings` ("off", "auto", "required") lets the fallback relevance score use MiniLM embeddings.
     A model folder that exists but fails verification is an error, not a silent fallback: a
     tampered or half-copied model must not quietly turn into a heuristic in production.
     """
@@ -42,6 +43,10 @@ def load_validator(name: str, models_dir: str | Path | None = None) -> Validator
     folder = Path(models_dir or DEFAULT_MODELS_DIR) / name
     if not (folder / MANIFEST_NAME).is_file():
         logger.info("no trained %s model in %s; using the heuristic fallback", name, folder)
+        if name == "qa_relevance" and embeddings != "off":
+            from ..embeddings import load_embedder
+
+            return HeuristicQARelevance(load_embedder(embeddings))
         return HEURISTICS[name]()
     manifest = load_manifest(folder)
     _import_onnx_validators()

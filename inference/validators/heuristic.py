@@ -9,12 +9,15 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 from importlib import resources
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from .. import heuristics
 from ..case import Case
 from ..results import FactSpansOutput, QARelevanceOutput, Span, SpanLabel, ToneOutput
 from .base import ValidatorInfo
+
+if TYPE_CHECKING:
+    from ..embeddings import SentenceEmbedder
 
 HEURISTIC_VERSION = "heuristic-1"
 # Sentence support below this marks the sentence a hallucination.
@@ -64,18 +67,25 @@ class HeuristicFactSpans:
 
 
 class HeuristicQARelevance:
-    """Lexical question–answer overlap; neutral (0.5) for answers too short to judge."""
+    """Lexical question–answer overlap, or the larger of it and an embedding similarity.
 
-    info = ValidatorInfo("qa_relevance", "heuristic", HEURISTIC_VERSION)
+    Answers too short to judge lexically score a neutral 0.5.
+    """
+
     threshold = 0.5
 
+    def __init__(self, embedder: "SentenceEmbedder | None" = None):
+        self.embedder = embedder
+        version = HEURISTIC_VERSION + ("+minilm-embeddings" if embedder else "")
+        self.info = ValidatorInfo("qa_relevance", "heuristic", version)
+
     def predict(self, cases: Sequence[Case]) -> list[QARelevanceOutput]:
-        outputs = []
-        for case in cases:
-            score = heuristics.lexical_relevance(case.question, case.answer)
-            outputs.append(QARelevanceOutput(applies=bool(case.question.strip()), score=score,
-                                             relevant=score >= self.threshold))
-        return outputs
+        scores = [heuristics.lexical_relevance(c.question, c.answer) for c in cases]
+        if self.embedder is not None and cases:
+            semantic = self.embedder.relevance([c.question for c in cases], [c.answer for c in cases])
+            scores = [max(lexical, float(s)) for lexical, s in zip(scores, semantic)]
+        return [QARelevanceOutput(applies=bool(c.question.strip()), score=score, relevant=score >= self.threshold)
+                for c, score in zip(cases, scores)]
 
 
 _LEET = str.maketrans({"0": "o", "1": "i", "3": "e", "4": "a", "5": "s", "@": "a", "$": "s", "ё": "е"})

@@ -95,3 +95,21 @@ def test_sentence_offsets_point_into_the_text():
     for sentence in split_sentences(text):
         assert text[sentence.start:sentence.end] == sentence.text
     assert len(split_sentences(text)) == 3
+
+
+@pytest.mark.slow
+def test_embedding_relevance_separates_answers_that_share_no_words():
+    pytest.importorskip("sentence_transformers")
+    from autovalidators.inference.embeddings import load_embedder
+    from autovalidators.inference.validators.heuristic import HeuristicQARelevance
+    from autovalidators.inference import Case
+
+    validator = HeuristicQARelevance(load_embedder("required"))
+    question = "When did the Eiffel Tower open?"
+    on_topic = Case(id="a", question=question, context="", answer="Its doors first welcomed visitors in spring 1889.")
+    off_topic = Case(id="b", question=question, context="", answer="Parking is free for visitors on weekdays.")
+    lexical = HeuristicQARelevance()
+    with_embeddings = validator.predict([on_topic, off_topic])
+    assert with_embeddings[0].score > with_embeddings[1].score
+    assert with_embeddings[0].score > lexical.predict([on_topic])[0].score
+    assert validator.info.version.endswith("+minilm-embeddings")
