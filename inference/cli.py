@@ -50,11 +50,19 @@ def _fail(message: str) -> typer.Exit:
     return typer.Exit(code=2)
 
 
-def _build_gate(config: Optional[Path], validators: Optional[str], models_dir: Optional[Path]) -> Gate:
+def _build_gate(config: Optional[Path], validators: Optional[str], models_dir: Optional[Path],
+                judge: Optional[bool] = None) -> Gate:
     try:
         gate_config = load_gate_config(config)
+        if judge is not None:  # --judge/--no-judge wins over the config file
+            gate_config = gate_config.model_copy(update={"judge": gate_config.judge.model_copy(update={"enabled": judge})})
         names = [n.strip() for n in validators.split(",") if n.strip()] if validators else None
-        return Gate(gate_config, validators=names, models_dir=models_dir)
+        llm_judge = None
+        if gate_config.judge.enabled:
+            from .judge import LLMJudge
+
+            llm_judge = LLMJudge(gate_config.judge)
+        return Gate(gate_config, validators=names, models_dir=models_dir, judge=llm_judge)
     except (ConfigError, ManifestError, ValueError) as exc:
         raise _fail(str(exc)) from None
 
@@ -102,6 +110,8 @@ def print_summary(results: list[Result], errors: list[CaseError], gate: Gate) ->
     console.print("decisions: " + ", ".join(f"{k} {v}" for k, v in counts.items()) + f"; bad records: {len(errors)}")
     for error in errors:
         console.print(f"[red]bad record[/red] {error}")
+    if gate.judge is not None and gate.judge.stats:
+        console.print("LLM judge: " + ", ".join(f"{k} {v}" for k, v in sorted(gate.judge.stats.items())))
     if gate.uses_fallback:
         fallback = ", ".join(n for n, v in gate.validators.items() if v.info.kind == "heuristic")
         console.print(f"[yellow]note:[/yellow] no trained model for {fallback}; the heuristic fallback ran instead")
@@ -115,11 +125,13 @@ def validate(
     config: Optional[Path] = typer.Option(None, help="gate policy YAML (default: configs/gate.yaml)"),
     models_dir: Optional[Path] = typer.Option(None, help="folder with trained validators (default: models/)"),
     quiet: bool = typer.Option(False, help="no summary table"),
+    judge: Optional[bool] = typer.Option(None, "--judge/--no-judge",
+                                         help="consult the LLM judge on uncertain cases (default: the config's judge.enabled)"),
 ) -> None:
     """Validate answers and write one decision per case, in input order."""
     if not input.is_file():
         raise _fail(f"{input}: no such file")
-    gate = _build_gate(config, validators, models_dir)
+    gate = _build_gate(config, validators, models_dir, judge)
     records = read_cases(input, max_text_chars=gate.config.input.max_text_chars)
     if output:
         output.parent.mkdir(parents=True, exist_ok=True)
@@ -142,7 +154,39 @@ def quickstart(
     """Validate the bundled example cases with the shipped validators and print the decisions."""
     examples = resources.files("autovalidators.inference").joinpath("examples/cases.jsonl")
     with resources.as_file(examples) as path:
-        validate(input=path, output=output, validators=None, config=None, models_dir=None, quiet=False)
+        validate(input=path, output=output, validators=None, config=None, models_dir=None, quiet=False, judge=None)
+
+
+@benchmark_app.command("gate")
+def benchmark_gate(
+    cases: Optional[Path] = typer.Option(None, help="JSONL of cases (default: the bundled examples)"),
+    repeat: int = typer.Option(20, min=1, help="rounds over the cases"),
+    json_out: Path = typer.Option(Path("out/benchmarks/gate.json"), "--json", help="where to write the JSON"),
+    validators: Optional[str] = typer.Option(None, help="comma-separated validator names"),
+    models_dir: Optional[Path] = typer.Option(None, help="folder with trained validators"),
+) -> None:
+    """Latency of the whole gate, one case per call, on the validators that load (models or heuristics)."""
+    from .latency import measure_gate
+
+    gate = _build_gate(None, validators, models_dir)
+    source = cases or Path(str(resources.files("autovalidators.inference").joinpath("examples/cases.jsonl")))
+    records = list(read_cases(source))
+    good = [r for r in records if isinstance(r, Case)]
+    if len(good) != len(records):
+        raise _fail(f"{source}: {len(records) - len(good)} bad record(s); run `validate` on it to see them")
+    report = measure_gate(gate, good, repeat=repeat)
+    report["source"] = str(source)
+    table = Table(title=f"gate latency, {len(good)} cases x {repeat} rounds")
+    for column in ("validators", "p50 ms", "p95 ms", "p99 ms", "batch cases/s"):
+        table.add_column(column)
+    kinds = ", ".join(f"{n}={v['kind']}" for n, v in gate.models.items())
+    s = report["single_case"]
+    table.add_row(kinds, f"{s['p50_ms']:.2f}", f"{s['p95_ms']:.2f}", f"{s['p99_ms']:.2f}",
+                  f"{report['batch_cases_per_s']:.0f}")
+    console.print(table)
+    json_out.parent.mkdir(parents=True, exist_ok=True)
+    json_out.write_text(json.dumps(report, indent=2) + "\n")
+    console.print(f"wrote {json_out}")
 
 
 def _register_commands() -> None:

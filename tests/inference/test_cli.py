@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from importlib import resources
 
 import pytest
 from typer.testing import CliRunner
@@ -118,3 +119,14 @@ def test_runtime_import_does_not_pull_in_torch():
     code = ("import autovalidators.inference, autovalidators.inference.cli as cli, sys; cli._register_commands(); "
             "sys.exit('torch' in sys.modules or 'transformers' in sys.modules)")
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0
+
+
+def test_benchmark_gate_prints_and_writes_latency(tmp_path):
+    out = tmp_path / "gate.json"
+    result = runner.invoke(app, ["benchmark", "gate", "--repeat", "2", "--json", str(out)])
+    assert result.exit_code == 0, result.output
+    report = json.loads(out.read_text())
+    bundled = resources.files("autovalidators.inference").joinpath("examples/cases.jsonl").read_text().splitlines()
+    assert report["cases"] == len([line for line in bundled if line.strip()]) and report["repeat"] == 2
+    assert 0 < report["single_case"]["p50_ms"] <= report["single_case"]["p95_ms"]
+    assert "p50 ms" in result.output
