@@ -7,6 +7,7 @@ identical Russian texts must come out identical.
 from __future__ import annotations
 
 import re
+import threading
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -54,9 +55,24 @@ class Token:
     is_capitalized: bool  # written with a capital letter in the original
 
 
-@lru_cache(maxsize=2)
+# Snowball stemmers keep the word being stemmed in the instance, so threads sharing one (the
+# HTTP server's pool, an engine's threaded workers) corrupt each other's words: one per thread.
+_STEMMERS = threading.local()
+
+
 def _stemmer(language: str) -> snowballstemmer.stemmer:
-    return snowballstemmer.stemmer(language)
+    by_language = getattr(_STEMMERS, "by_language", None)
+    if by_language is None:
+        by_language = _STEMMERS.by_language = {}
+    if language not in by_language:
+        by_language[language] = snowballstemmer.stemmer(language)
+    return by_language[language]
+
+
+@lru_cache(maxsize=200_000)
+def _stem(language: str, word: str) -> str:
+    # Snowball is pure Python and dominates long-context data prep; words repeat, so cache them.
+    return _stemmer(language).stemWord(word)
 
 
 def language_of(text: str) -> str:
@@ -86,7 +102,7 @@ def tokenize(text: str) -> list[Token]:
             stem = normalize_number(surface)
         else:
             language = "russian" if _CYRILLIC.match(lower[0]) else "english"
-            stem = _stemmer(language).stemWord(lower)
+            stem = _stem(language, lower)
         tokens.append(
             Token(
                 text=lower,

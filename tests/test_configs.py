@@ -12,7 +12,7 @@ from autovalidators.inference.config import CONFIG_DIR, ConfigError, GateConfig,
 # file name -> "module:Schema". A new config file must be added here, or this test fails.
 SCHEMAS = {
     "gate.yaml": "autovalidators.inference.config:GateConfig",
-    "fact_spans.yaml": "autovalidators.data_prep.fact_spans.config:FactSpansPrepConfig",
+    "serve.yaml": "autovalidators.inference.serving.config:ServeConfig",
     "regression.yaml": "autovalidators.inference.regression:RegressionConfig",
     "prompts/judge_v1.yaml": "autovalidators.inference.judge:JudgePrompt",
 }

@@ -1,0 +1,1 @@
+"""The HTTP service (`autovalidators serve`), its Python client and the load check."""
