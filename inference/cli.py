@@ -40,7 +40,8 @@ for _name, _sub in (("prepare", prepare_app), ("train", train_app), ("export", e
 # time (torch, transformers): the command bodies import what they need.
 COMMAND_MODULES: list[str] = ["autovalidators.inference.serving.cli",
                               "autovalidators.inference.regression_cli",
-                              "autovalidators.inference.evaluation.atomic_qa_cli"]
+                              "autovalidators.inference.evaluation.atomic_qa_cli",
+                              "autovalidators.inference.evaluation.cli"]
 # Rich wraps at 80 columns when output is not a terminal; decisions and reasons need more.
 console = Console(stderr=True, width=max(140, shutil.get_terminal_size((140, 24)).columns))
 BATCH_SIZE = 32

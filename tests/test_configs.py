@@ -15,6 +15,9 @@ SCHEMAS = {
     "serve.yaml": "autovalidators.inference.serving.config:ServeConfig",
     "regression.yaml": "autovalidators.inference.regression:RegressionConfig",
     "prompts/judge_v1.yaml": "autovalidators.inference.judge:JudgePrompt",
+    "evaluation.yaml": "autovalidators.inference.evaluation.config:EvaluationConfig",
+    "prompts/pointwise_v1.yaml": "autovalidators.inference.evaluation.config:PromptTemplate",
+    "prompts/pairwise_v1.yaml": "autovalidators.inference.evaluation.config:PromptTemplate",
 }
 
 
