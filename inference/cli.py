@@ -41,7 +41,8 @@ for _name, _sub in (("prepare", prepare_app), ("train", train_app), ("export", e
 COMMAND_MODULES: list[str] = ["autovalidators.inference.serving.cli",
                               "autovalidators.inference.regression_cli",
                               "autovalidators.inference.evaluation.atomic_qa_cli",
-                              "autovalidators.inference.evaluation.cli"]
+                              "autovalidators.inference.evaluation.cli",
+                              "autovalidators.data_prep.tone.cli"]
 # Rich wraps at 80 columns when output is not a terminal; decisions and reasons need more.
 console = Console(stderr=True, width=max(140, shutil.get_terminal_size((140, 24)).columns))
 BATCH_SIZE = 32

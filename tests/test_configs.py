@@ -18,6 +18,8 @@ SCHEMAS = {
     "evaluation.yaml": "autovalidators.inference.evaluation.config:EvaluationConfig",
     "prompts/pointwise_v1.yaml": "autovalidators.inference.evaluation.config:PromptTemplate",
     "prompts/pairwise_v1.yaml": "autovalidators.inference.evaluation.config:PromptTemplate",
+    "tone.yaml": "autovalidators.data_prep.tone.config:ToneConfig",
+    "prompts/tone_labeller_v1.yaml": "autovalidators.data_prep.tone.config:TonePrompt",
 }
 
 

@@ -99,7 +99,7 @@ def normalize_for_lexicon(text: str) -> str:
 
 
 @lru_cache(maxsize=1)
-def _tone_lexicon() -> dict[str, re.Pattern]:
+def tone_lexicon() -> dict[str, re.Pattern]:
     """label -> one compiled pattern, from `lexicons/tone.txt` (label<TAB>regex per line)."""
     patterns: dict[str, list[str]] = {}
     text = resources.files("autovalidators.inference").joinpath("lexicons/tone.txt").read_text("utf-8")
@@ -119,7 +119,7 @@ class HeuristicTone:
     hit_score, miss_score, threshold = 0.9, 0.05, 0.5
 
     def predict(self, cases: Sequence[Case]) -> list[ToneOutput]:
-        lexicon = _tone_lexicon()
+        lexicon = tone_lexicon()
         outputs = []
         for case in cases:
             text = normalize_for_lexicon(case.answer)

@@ -1,0 +1,102 @@
+"""Gold mappings: each source's columns onto the label scheme; silence stays missing, not negative."""
+
+from __future__ import annotations
+
+import pytest
+from tone_helpers import write_config, write_sources
+
+from autovalidators.data_prep.io import DataError
+from autovalidators.data_prep.tone.config import Rule, load_tone_config
+from autovalidators.data_prep.tone.sources import read_source
+from autovalidators.inference.config import ConfigError
+
+
+@pytest.fixture()
+def config(tmp_path):
+    write_sources(tmp_path / "data")
+    return load_tone_config(write_config(tmp_path / "tone.yaml", tmp_path / "data"))
+
+
+def _records(name, config):
+    records, errors = read_source(name, config)
+    assert errors == []
+    return records
+
+
+def _by_text(records):
+    return {r.text: r.votes.get("gold", {}) for r in records}
+
+
+def test_olid_mapping_and_missing_is_not_negative(config):
+    gold = _by_text(_records("olid", config))
+    assert gold["@USER you are a stupid idiot"] == {"toxicity": 1, "insult": 1}
+    assert gold["what a shit day honestly"] == {"toxicity": 1, "insult": 0}
+    # NOT says "no offence at all": negative for every label with a NOT rule...
+    assert gold["lovely weather in the park today"] == {"toxicity": 0, "insult": 0, "threat": 0}
+    records = {r.text: r for r in _records("olid", config)}
+    offensive = records["@USER you are a stupid idiot"]
+    # ...but OFF says nothing about threats, obscenity, identity hate or politics: missing, not 0.
+    for label in ("threat", "obscenity", "identity_hate", "politics"):
+        assert label not in offensive.votes["gold"]
+        assert offensive.labels[label] is None
+    assert offensive.vote_details["gold"]["insult"] == "subtask_b=TIN"
+
+
+def test_davidson_and_jigsaw_mappings(config):
+    davidson = _by_text(_records("davidson", config))
+    assert davidson["go back to your country you people"] == {"toxicity": 1, "identity_hate": 1}
+    assert davidson["that bitch is crazy"] == {"toxicity": 1, "identity_hate": 0}
+    assert davidson["just had a great coffee"] == {"toxicity": 0, "identity_hate": 0}
+    jigsaw = _by_text(_records("jigsaw", config))
+    assert jigsaw["i will kill you"] == {"toxicity": 1, "obscenity": 0, "threat": 1}
+    assert jigsaw["thanks for the edit,\nsee you"] == {"toxicity": 0, "obscenity": 0, "threat": 0}
+    # Any positive rule wins: severe_toxic alone makes the text toxic.
+    assert jigsaw["severe but not marked toxic"]["toxicity"] == 1
+
+
+def test_row_ids_name_file_and_line(config):
+    records = _records("jigsaw", config)
+    # The quoted multi-line comment starts on line 3; the next record on line 5.
+    assert [r.row for r in records] == ["jigsaw.csv:2", "jigsaw.csv:3", "jigsaw.csv:5"]
+
+
+def test_bad_cell_skips_only_its_row_and_names_file_and_line(tmp_path, config):
+    (tmp_path / "data" / "jigsaw.csv").write_text(
+        "comment_text,toxic,severe_toxic,obscene,threat,insult,identity_hate\n"
+        "hello,0,0,0,0,0,0\nbad,yes,0,0,0,0,0\n,1,0,0,0,0,0\nfine,1,0,1,0,0,0\n")
+    records, errors = read_source("jigsaw", config)
+    assert [r.text for r in records] == ["hello", "fine"]
+    assert errors[0].endswith("jigsaw.csv:3: column 'toxic' = 'yes' is not a number; row skipped")
+    assert errors[1].endswith("jigsaw.csv:4: empty comment_text; row skipped")
+
+
+def test_missing_file_and_column_are_clear(tmp_path, config):
+    (tmp_path / "data" / "olid.tsv").unlink()
+    with pytest.raises(DataError, match="olid.tsv: no such file"):
+        read_source("olid", config)
+    (tmp_path / "data" / "davidson.csv").write_text("id,tweet\n1,hello\n")
+    # A column a mapping rule needs is checked up front: a wrong file fails at once, not row by row.
+    with pytest.raises(DataError, match=r"no column\(s\) \['class'\]"):
+        read_source("davidson", config)
+
+
+def test_config_rejects_unknown_keys_labels_and_half_rules(tmp_path):
+    write_sources(tmp_path / "data")
+    path = write_config(tmp_path / "tone.yaml", tmp_path / "data", lexicon={"bogus": 1})
+    with pytest.raises(ConfigError, match="lexicon.bogus: unknown key"):
+        load_tone_config(path)
+    path = write_config(tmp_path / "tone.yaml", tmp_path / "data", lexicon={"labels": {"toxicty": "positive_only"}})
+    with pytest.raises(ConfigError, match="lexicon.labels.toxicty: not in the label scheme"):
+        load_tone_config(path)
+    with pytest.raises(ValueError, match="either positive/negative values or a threshold"):
+        Rule(column="toxic", positive=["1"], threshold=0.5)
+    with pytest.raises(ValueError, match="either positive/negative values or a threshold"):
+        Rule(column="toxic")
+
+
+def test_shipped_config_loads_and_maps_every_source_to_known_labels():
+    config = load_tone_config()
+    assert {"toxicity", "obscenity", "insult", "threat", "identity_hate", "politics"} <= set(config.labels)
+    assert config.sources["ru_toxic_val"].role == "benchmark"
+    assert config.sources["olid"].holdout_fraction > 0
+    assert config.merge.priority[0] == "gold"
