@@ -13,6 +13,7 @@ from autovalidators.inference.config import CONFIG_DIR, ConfigError, GateConfig,
 SCHEMAS = {
     "gate.yaml": "autovalidators.inference.config:GateConfig",
     "serve.yaml": "autovalidators.inference.serving.config:ServeConfig",
+    "fact_spans.yaml": "autovalidators.data_prep.fact_spans.config:FactSpansPrepConfig",
     "regression.yaml": "autovalidators.inference.regression:RegressionConfig",
     "prompts/judge_v1.yaml": "autovalidators.inference.judge:JudgePrompt",
     "evaluation.yaml": "autovalidators.inference.evaluation.config:EvaluationConfig",
