@@ -43,7 +43,8 @@ COMMAND_MODULES: list[str] = ["autovalidators.inference.serving.cli",
                               "autovalidators.inference.evaluation.atomic_qa_cli",
                               "autovalidators.inference.evaluation.cli",
                               "autovalidators.data_prep.tone.cli",
-                              "autovalidators.data_prep.fact_spans.cli"]
+                              "autovalidators.data_prep.fact_spans.cli",
+                              "autovalidators.inference.reporting.cli"]
 # Rich wraps at 80 columns when output is not a terminal; decisions and reasons need more.
 console = Console(stderr=True, width=max(140, shutil.get_terminal_size((140, 24)).columns))
 BATCH_SIZE = 32
@@ -207,4 +208,8 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    # `python -m` runs this file as `__main__`, a second copy of the module: command modules
+    # register on the importable `autovalidators.inference.cli`, so dispatch through that one.
+    from autovalidators.inference.cli import main as _main
+
+    _main()

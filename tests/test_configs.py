@@ -21,6 +21,7 @@ SCHEMAS = {
     "prompts/pairwise_v1.yaml": "autovalidators.inference.evaluation.config:PromptTemplate",
     "tone.yaml": "autovalidators.data_prep.tone.config:ToneConfig",
     "prompts/tone_labeller_v1.yaml": "autovalidators.data_prep.tone.config:TonePrompt",
+    "report.yaml": "autovalidators.inference.reporting.schema:ReportConfig",
 }
 
 
