@@ -69,8 +69,9 @@ class FactSpansOutput:
 @dataclass(frozen=True)
 class QARelevanceOutput:
     applies: bool
-    score: float = 0.0
+    score: float = 0.0  # on the gate's scale: 0.5 is the relevant/irrelevant boundary
     relevant: bool = False
+    model_score: float | None = None  # a trained model's raw P(relevant), before calibration
     source: str = "heuristic"
 
 

@@ -1,0 +1,114 @@
+"""QARelevanceValidator: the trained question–answer cross-encoder on onnxruntime (no torch).
+
+Each case becomes one pair `[CLS] question [SEP] answer [SEP]`, truncated longest-first to the
+manifest's `window.max_length` (exactly as in training: questions are short, so in practice only
+the answer's tail is cut, and only when the pair does not fit). `score` = softmax(logits)[relevant]
+in [0, 1] is reported as `model_score`.
+
+The gate's `score` puts the model on the same scale as every relevance score, 0.5 = the boundary:
+the model probability is mapped piecewise-linearly so that the threshold chosen on dev at export
+(manifest `thresholds`) lands on 0.5, and the lexical question–answer overlap of the heuristic
+fallback can only raise it (`score = max(calibrated model, lexical)`). Why the max: the model was
+trained mostly on English Wikipedia pairs and under-scores answers it has seen little of (Russian
+text under an English vocabulary, answers wrapped in support-chat filler); an answer that repeats
+the question's content words is on topic whatever the model thinks. Off-topic answers share no
+content words and keep the model's low score. `relevant` = score >= 0.5.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+from tokenizers import Tokenizer
+
+from ..case import Case
+from ..heuristics import lexical_relevance
+from ..manifest import Manifest
+from ..onnx_session import OnnxSession
+from ..results import QARelevanceOutput
+from .base import ValidatorInfo
+
+THRESHOLD_KEY = "relevant"
+POSITIVE_LABEL = "relevant"
+BOUNDARY = 0.5  # where every relevance score puts relevant vs irrelevant
+
+
+def calibrate(probability: float, threshold: float) -> float:
+    """Maps [0, threshold] onto [0, 0.5] and [threshold, 1] onto [0.5, 1]."""
+    if not 0.0 < threshold < 1.0:
+        return probability
+    if probability < threshold:
+        return BOUNDARY * probability / threshold
+    return BOUNDARY + (1.0 - BOUNDARY) * (probability - threshold) / (1.0 - threshold)
+
+
+class QARelevanceValidator:
+    """Batched pair scoring. Batches are length-sorted and padded per chunk, and padding is masked,
+    so an fp32 model's scores do not depend on the batch a case lands in. A dynamic-int8 model
+    picks one activation scale per tensor, i.e. per batch, so its scores can move by quantisation
+    noise (measured ~1e-4, bounded at 2e-3 in the tests) with a pair's batch-mates."""
+
+    def __init__(self, folder: str | Path, manifest: Manifest, *, batch_size: int = 32, threads: int | None = None,
+                 model_path: str | Path | None = None):
+        """
+        Args:
+            folder: the verified model folder (manifest, tokenizer, model).
+            manifest: its manifest, from `load_manifest`.
+            batch_size: pairs per onnxruntime call.
+            threads: onnxruntime intra-op threads (default: AUTOVALIDATORS_THREADS or all cores).
+            model_path: another ONNX file with the same signature (benchmarks compare fp32 this way).
+        """
+        folder = Path(folder)
+        if POSITIVE_LABEL not in manifest.labels:
+            raise ValueError(f"{folder}: manifest labels {manifest.labels} lack {POSITIVE_LABEL!r}")
+        self.manifest = manifest
+        self.positive = manifest.labels.index(POSITIVE_LABEL)
+        self.threshold = float(manifest.thresholds.get(THRESHOLD_KEY, 0.5))
+        self.max_length = manifest.window.max_length
+        self.batch_size = batch_size
+        self.tokenizer = Tokenizer.from_file(str(folder / manifest.tokenizer_file))
+        self.tokenizer.enable_truncation(self.max_length, strategy="longest_first")
+        self.tokenizer.no_padding()
+        self.session = OnnxSession(model_path or folder / manifest.model_file, threads=threads)
+        self.info = ValidatorInfo("qa_relevance", "onnx", manifest.version, manifest.model_sha256)
+
+    def scores(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
+        """P(relevant) for (question, answer) pairs, in input order."""
+        encodings = self.tokenizer.encode_batch(list(pairs)) if pairs else []
+        order = sorted(range(len(encodings)), key=lambda i: len(encodings[i].ids))
+        result = np.zeros(len(encodings), dtype=np.float64)
+        for start in range(0, len(order), self.batch_size):
+            chunk = order[start:start + self.batch_size]
+            width = max(len(encodings[i].ids) for i in chunk)
+            feed = {name: np.zeros((len(chunk), width), dtype=np.int64)
+                    for name in ("input_ids", "attention_mask", "token_type_ids")}
+            for row, index in enumerate(chunk):
+                encoding = encodings[index]
+                n = len(encoding.ids)
+                feed["input_ids"][row, :n] = encoding.ids
+                feed["attention_mask"][row, :n] = encoding.attention_mask
+                feed["token_type_ids"][row, :n] = encoding.type_ids
+            logits = self.session.run(feed)["logits"].astype(np.float64)
+            logits -= logits.max(axis=1, keepdims=True)
+            probabilities = np.exp(logits) / np.exp(logits).sum(axis=1, keepdims=True)
+            result[chunk] = probabilities[:, self.positive]
+        return result
+
+    def predict(self, cases: Sequence[Case]) -> list[QARelevanceOutput]:
+        # A case without a question or an answer has nothing to relate: the check does not apply.
+        judged = [i for i, c in enumerate(cases) if c.question.strip() and c.answer.strip()]
+        scores = self.scores([(cases[i].question, cases[i].answer) for i in judged])
+        by_case = dict(zip(judged, scores))
+        outputs = []
+        for index in range(len(cases)):
+            if index not in by_case:
+                outputs.append(QARelevanceOutput(applies=False, source="onnx"))
+                continue
+            probability = float(by_case[index])
+            case = cases[index]
+            score = max(calibrate(probability, self.threshold), lexical_relevance(case.question, case.answer))
+            outputs.append(QARelevanceOutput(applies=True, score=score, relevant=score >= BOUNDARY,
+                                             model_score=probability, source="onnx"))
+        return outputs

@@ -1,0 +1,106 @@
+"""Export of a tiny trained run: ONNX parity with torch, int8, the shipped folder and its manifest."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from autovalidators.inference.manifest import ManifestError, load_manifest
+from autovalidators.training import export as export_module
+from autovalidators.training.export import ExportError, export
+from autovalidators.training.tasks import get_task
+from autovalidators.training.tasks.qa_relevance import QARelevanceSpec
+
+SPEC = get_task("qa_relevance")
+
+
+@pytest.fixture(scope="module")
+def exported(tiny_run, tmp_path_factory):
+    config, run_dir = tiny_run
+    to = tmp_path_factory.mktemp("models") / "qa_relevance"
+    fused = config.model_copy(update={"export": config.export.model_copy(update={"optimize": True})})
+    manifest = export(SPEC, run_dir, to, fused)
+    return config, run_dir, to, manifest
+
+
+def test_shipped_folder_holds_only_the_three_files_and_verifies(exported):
+    _, run_dir, to, manifest = exported
+    assert sorted(p.name for p in to.iterdir()) == ["manifest.json", "model.onnx", "tokenizer.json"]
+    loaded = load_manifest(to)  # verifies every sha256
+    assert loaded.task == "qa_relevance" and loaded.labels == ["irrelevant", "relevant"]
+    assert 0.0 <= loaded.thresholds["relevant"] <= 1.0
+    assert loaded.window.max_length == 32
+    assert loaded.metrics["precision"] == "int8"
+    assert loaded.training["data"]["train"]["sha256"]
+    # fp32 stays in the run folder, never in the shipped one.
+    assert (run_dir / "onnx" / "model_fp32.onnx").is_file()
+
+
+def test_fp32_parity_with_torch_and_int8_in_report(exported):
+    _, run_dir, _, _ = exported
+    report = json.loads((run_dir / "onnx" / "export_report.json").read_text())
+    assert report["parity_fp32"]["passed"] and report["parity_fp32"]["max_abs_diff"] < 1e-4
+    assert {"dev_fp32", "dev_int8", "int8_drop"} <= set(report)
+    # The fused graph is quantized only when it also matches torch.
+    if report["quantized_from"] == "model_fused.onnx":
+        assert report["parity_fused"]["passed"]
+
+
+def test_onnx_logits_match_torch_on_a_padded_batch(exported):
+    import torch
+    from tokenizers import Tokenizer
+
+    from autovalidators.inference.onnx_session import OnnxSession
+
+    _, run_dir, _, _ = exported
+    tokenizer = Tokenizer.from_file(str(run_dir / "best" / "tokenizer.json"))
+    features = [SPEC.encode(tokenizer, {"question": q, "answer": a}, 32)
+                for q, a in [("who wrote hamlet", "shakespeare"), ("what is water made of", "water is made of "
+                                                                   "hydrogen and oxygen and more water")]]
+    batch = export_module.pad_batch(features, SPEC.input_names)
+    onnx = OnnxSession(run_dir / "onnx" / "model_fp32.onnx").run(batch)["logits"]
+    model = SPEC.model_class().from_pretrained(str(run_dir / "best")).eval()
+    with torch.no_grad():
+        reference = model(**{k: torch.tensor(v) for k, v in batch.items()}).logits.numpy()
+    np.testing.assert_allclose(onnx, reference, atol=1e-4, rtol=1e-4)
+
+
+def test_tampered_model_is_refused(exported, tmp_path):
+    import shutil
+
+    _, _, to, _ = exported
+    copy = tmp_path / "copy"
+    shutil.copytree(to, copy)
+    with open(copy / "model.onnx", "ab") as handle:
+        handle.write(b"\0")
+    with pytest.raises(ManifestError, match="sha256"):
+        load_manifest(copy)
+
+
+def test_int8_that_loses_quality_is_refused(tiny_run, tmp_path, monkeypatch):
+    config, run_dir = tiny_run
+
+    class Degrading(QARelevanceSpec):
+        calls = 0
+
+        def metrics(self, logits, records, thresholds=None):
+            # fp32 is scored first, then int8: pretend int8 lost 5 points of F1.
+            Degrading.calls += 1
+            return {**super().metrics(logits, records, thresholds), "f1": 0.9 if Degrading.calls == 1 else 0.85}
+
+    spec = Degrading(**{f: getattr(SPEC, f) for f in SPEC.__dataclass_fields__})
+    strict = config.model_copy(update={"export": config.export.model_copy(update={"int8_max_drop": 0.01})})
+    with pytest.raises(ExportError, match="int8 dev f1"):
+        export(spec, run_dir, tmp_path / "out", strict)
+    assert not (tmp_path / "out" / "model.onnx").exists()
+
+
+def test_export_refuses_a_folder_with_foreign_files(tiny_run, tmp_path):
+    config, run_dir = tiny_run
+    target = tmp_path / "target"
+    target.mkdir()
+    (target / "notes.txt").write_text("mine")
+    with pytest.raises(ExportError, match="notes.txt"):
+        export(SPEC, run_dir, target, config)

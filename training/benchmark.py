@@ -1,0 +1,87 @@
+"""Shared benchmark machinery: latency timing, the report table, writing metrics to a manifest.
+
+Each task's own benchmark (`TaskSpec.benchmark`, "module:function") measures quality and calls
+these helpers; `run_benchmark` dispatches to it. Latency is wall-clock per call with a fixed
+thread count (stated in the report), after warm-up runs.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import platform
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+from rich.console import Console
+from rich.table import Table
+
+from autovalidators.inference.manifest import MANIFEST_NAME, load_manifest, write_manifest
+
+from .config import TaskConfig
+from .tasks.base import TaskSpec
+
+logger = logging.getLogger(__name__)
+
+
+def time_calls(function: Callable[[], Any], runs: int, warmup: int = 3) -> dict[str, float]:
+    """p50/p95/mean milliseconds of `function()` over `runs` calls after `warmup` calls."""
+    for _ in range(warmup):
+        function()
+    samples = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        function()
+        samples.append((time.perf_counter() - started) * 1000)
+    values = np.asarray(samples)
+    return {"p50_ms": float(np.percentile(values, 50)), "p95_ms": float(np.percentile(values, 95)),
+            "mean_ms": float(values.mean()), "runs": runs}
+
+
+def machine() -> dict[str, Any]:
+    import os
+
+    # The load average says how busy the machine was: latency on a shared box is not a quiet one's.
+    return {"platform": platform.platform(), "processor": platform.processor() or platform.machine(),
+            "cpu_count": os.cpu_count(), "load_average_1m": round(os.getloadavg()[0], 2)}
+
+
+def print_table(title: str, rows: list[dict[str, Any]], columns: list[str], console: Console | None = None) -> None:
+    """One rich table; floats shown with 4 digits (3 for milliseconds)."""
+    console = console or Console(stderr=True)
+    table = Table(title=title)
+    for column in columns:
+        table.add_column(column, justify="left" if column in (columns[0],) else "right")
+    for row in rows:
+        cells = []
+        for column in columns:
+            value = row.get(column, "")
+            if isinstance(value, float):
+                value = f"{value:.3f}" if column.endswith("ms") else f"{value:.4f}"
+            cells.append(str(value))
+        table.add_row(*cells)
+    console.print(table)
+
+
+def update_manifest_metrics(folder: Path, metrics: dict[str, Any]) -> None:
+    """Rewrites the manifest with `metrics` merged in (files re-hashed, so it stays verifiable)."""
+    manifest = load_manifest(folder)
+    fields = manifest.model_dump()
+    for key in ("format_version", "files"):
+        fields.pop(key)
+    fields["metrics"] = {**fields["metrics"], **metrics}
+    write_manifest(folder, fields)
+    logger.info("wrote benchmark metrics into %s", folder / MANIFEST_NAME)
+
+
+def run_benchmark(spec: TaskSpec, task_config: TaskConfig, model_dir: Path, **options: Any) -> dict[str, Any]:
+    """Runs the task's benchmark (see `TaskSpec.benchmark`) and returns its JSON report."""
+    if not spec.benchmark:
+        raise ValueError(f"task {spec.name} has no benchmark yet")
+    if not (Path(model_dir) / MANIFEST_NAME).is_file():
+        raise FileNotFoundError(f"{model_dir}: no manifest.json; export a model first")
+    module_name, attribute = spec.benchmark.split(":")
+    function = getattr(importlib.import_module(module_name), attribute)
+    return function(spec, task_config, Path(model_dir), **options)

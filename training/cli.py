@@ -1,0 +1,128 @@
+"""`autovalidators prepare|train|export|benchmark <task>` for every task in the registry.
+
+Commands are registered per entry of `training.tasks.TASKS`, so a new task gets all four by
+adding its spec. Nothing heavy is imported here: torch/transformers load inside command bodies.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from autovalidators.inference.cli import benchmark_app, console, export_app, prepare_app, train_app
+from autovalidators.inference.config import ConfigError
+
+from .tasks import TASKS, get_task
+
+logger = logging.getLogger(__name__)
+
+
+def _fail(message: str) -> typer.Exit:
+    console.print(f"[red]error:[/red] {message}")
+    return typer.Exit(code=2)
+
+
+def _verbose() -> None:
+    # The package logs progress at INFO; the CLI's default root level is WARNING.
+    logging.getLogger("autovalidators").setLevel(logging.INFO)
+
+
+def _load(task: str, config: Optional[Path]):
+    from .config import load_task_config
+
+    from autovalidators.inference.config import CONFIG_DIR
+
+    spec = get_task(task)
+    config = config or (CONFIG_DIR / spec.config_file if spec.config_file else None)
+    try:
+        return spec, load_task_config(config, spec.prepare_schema, spec.name)
+    except ConfigError as exc:
+        raise _fail(str(exc)) from None
+
+
+def _register(task: str) -> None:
+    cli_name = task.replace("_", "-")
+    config_help = f"task config YAML (default: configs/{task}.yaml)"
+
+    @prepare_app.command(cli_name, help=f"Build the {task} training data and its data card.")
+    def prepare_command(config: Optional[Path] = typer.Option(None, help=config_help)) -> None:
+        from autovalidators.data_prep.io import DataError
+
+        _verbose()
+        spec, task_config = _load(task, config)
+        try:
+            card = spec.prepare_fn(task_config.prepare)
+        except (DataError, FileNotFoundError) as exc:
+            raise _fail(str(exc)) from None
+        for name, stats in card["splits"].items():
+            console.print(f"{name}: {stats['rows']} rows, labels {stats.get('label', {})}")
+        for note in card["notes"]:
+            console.print(f"note: {note}")
+
+    @train_app.command(cli_name, help=f"Fine-tune the {task} model (CPU, or GPUs via `accelerate launch`).")
+    def train_command(
+        config: Optional[Path] = typer.Option(None, help=config_help),
+        resume: bool = typer.Option(False, help="continue from <output_dir>/last"),
+        output_dir: Optional[str] = typer.Option(None, help="override train.output_dir"),
+        max_steps: Optional[int] = typer.Option(None, help="override train.max_steps"),
+    ) -> None:
+        from .trainer import train
+
+        _verbose()
+        spec, task_config = _load(task, config)
+        overrides = {k: v for k, v in {"output_dir": output_dir, "max_steps": max_steps}.items() if v is not None}
+        train_config = task_config.train.model_copy(update=overrides)
+        try:
+            result = train(spec, train_config, resume=resume, config_source=str(config or ""))
+        except (FileExistsError, FileNotFoundError, ValueError) as exc:
+            raise _fail(str(exc)) from None
+        console.print_json(json.dumps(result))
+
+    @export_app.command(cli_name, help=f"Export a trained {task} run to ONNX fp32 + int8 with a manifest.")
+    def export_command(
+        run: Path = typer.Option(..., help="the training output_dir (holds best/)"),
+        to: Path = typer.Option(Path("models") / task, help="the shipped model folder to write"),
+        config: Optional[Path] = typer.Option(None, help=config_help),
+    ) -> None:
+        from .export import ExportError, export
+
+        _verbose()
+        spec, task_config = _load(task, config)
+        try:
+            manifest = export(spec, run, to, task_config)
+        except (ExportError, FileNotFoundError) as exc:
+            raise _fail(str(exc)) from None
+        console.print(f"wrote {to}: " + ", ".join(f"{k} ({v[:12]}…)" for k, v in manifest.files.items()))
+        console.print_json(json.dumps(manifest.metrics))
+
+    @benchmark_app.command(cli_name, help=f"Quality (fp32 vs int8) and latency of the {task} model.")
+    def benchmark_command(
+        model: Path = typer.Option(Path("models") / task, help="shipped model folder (int8 model.onnx)"),
+        run: Optional[Path] = typer.Option(None, help="training run with onnx/ (fp32) to compare; default: "
+                                                      "the manifest's training.run_dir"),
+        config: Optional[Path] = typer.Option(None, help=config_help),
+        output: Path = typer.Option(Path("out") / "benchmarks" / f"{task}.json", help="JSON report"),
+        threads: int = typer.Option(2, help="onnxruntime/torch threads for the latency runs"),
+        torch_latency: bool = typer.Option(True, help="also time torch eager when torch is installed"),
+        update_manifest: bool = typer.Option(False, help="write the measured metrics into the manifest"),
+    ) -> None:
+        from .benchmark import run_benchmark
+
+        _verbose()
+        spec, task_config = _load(task, config)
+        try:
+            report = run_benchmark(spec, task_config, model, run_dir=run, threads=threads,
+                                   torch_latency=torch_latency, update_manifest=update_manifest)
+        except (FileNotFoundError, ValueError) as exc:
+            raise _fail(str(exc)) from None
+        output.parent.mkdir(parents=True, exist_ok=True)
+        output.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
+        console.print(f"wrote {output}")
+
+
+for _task in TASKS:
+    _register(_task)
