@@ -30,7 +30,7 @@ from typing import Sequence
 import snowballstemmer
 
 from autovalidators.inference.text import language_of
-from autovalidators.inference.validators.heuristic import tone_lexicon
+from autovalidators.inference.validators.heuristic import normalize_for_lexicon, tone_lexicon
 
 from .config import LexiconSettings
 
@@ -145,7 +145,7 @@ class LexiconLabeller:
             hit = self._token_hit(token, russian)
             if hit:
                 found.append(hit)
-        normal = _normalise_text(clean)
+        normal = normalize_for_lexicon(clean)
         for label, pattern in self.patterns.items():
             match = pattern.search(normal)
             if match and label in ABUSE_LABELS:
@@ -223,11 +223,6 @@ def _unstretch(word: str) -> list[str]:
     if re.search(r"(\w)\1{2,}", word):
         forms += [re.sub(r"(\w)\1{2,}", r"\1", word), re.sub(r"(\w)\1{2,}", r"\1\1", word)]
     return forms
-
-
-def _normalise_text(text: str) -> str:
-    text = text.translate(_LEET)
-    return re.sub(r"(\w)\1{2,}", r"\1", text)
 
 
 def _transliterate(word: str, table: dict[str, str], keys: list[str]) -> str:

@@ -91,9 +91,20 @@ class HeuristicQARelevance:
 _LEET = str.maketrans({"0": "o", "1": "i", "3": "e", "4": "a", "5": "s", "@": "a", "$": "s", "ё": "е"})
 
 
+# Latin letters that look Cyrillic: "xуйня" typed with a Latin x is still мат.
+_LATIN_TO_CYRILLIC = str.maketrans("aceopxykmthb", "асеорхукмтнв")
+_MIXED_WORD = re.compile(r"\w*[\u0400-\u04FF]\w*")
+
+
+def _cyrillic_lookalikes(match: re.Match) -> str:
+    word = match.group(0)
+    return word.translate(_LATIN_TO_CYRILLIC) if re.search(r"[a-z]", word) else word
+
+
 def normalize_for_lexicon(text: str) -> str:
-    """Lower-case, undo leetspeak, drop masking symbols, collapse stretched letters."""
-    text = text.lower().translate(_LEET)
+    """Lower-case, undo leetspeak and Latin look-alikes in Cyrillic words, drop masking symbols,
+    collapse stretched letters."""
+    text = _MIXED_WORD.sub(_cyrillic_lookalikes, text.lower()).translate(_LEET)
     text = re.sub(r"(?<=\w)[*#]+(?=\w)", "", text)  # f**k -> fk, handled by patterns below
     return re.sub(r"(\w)\1{2,}", r"\1", text)  # fuuuuck -> fuck
 
