@@ -4,6 +4,7 @@ from pathlib import Path
 
 from ..manifest import Manifest
 from . import register_onnx_validator
+from . import fact_spans  # noqa: F401  (registers FactSpanValidator for task fact_spans)
 from .qa_relevance import QARelevanceValidator
 
 

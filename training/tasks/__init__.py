@@ -11,6 +11,7 @@ from .base import TaskSpec
 
 TASKS: dict[str, str] = {
     "qa_relevance": "autovalidators.training.tasks.qa_relevance:SPEC",
+    "fact_spans": "autovalidators.training.tasks.fact_spans:SPEC",
 }
 
 
