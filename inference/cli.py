@@ -38,13 +38,12 @@ for _name, _sub in (("prepare", prepare_app), ("train", train_app), ("export", e
     app.add_typer(_sub, name=_name)
 # Modules that register commands on the apps above. They must import nothing heavy at import
 # time (torch, transformers): the command bodies import what they need.
-COMMAND_MODULES: list[str] = ["autovalidators.inference.serving.cli",
-                              "autovalidators.training.cli",
+COMMAND_MODULES: list[str] = ["autovalidators.inference.serving.cli", "autovalidators.training.cli",
                               "autovalidators.inference.regression_cli",
                               "autovalidators.inference.evaluation.atomic_qa_cli",
+                              "autovalidators.data_prep.fact_spans.cli",
                               "autovalidators.inference.evaluation.cli",
                               "autovalidators.data_prep.tone.cli",
-                              "autovalidators.data_prep.fact_spans.cli",
                               "autovalidators.inference.reporting.cli"]
 # Rich wraps at 80 columns when output is not a terminal; decisions and reasons need more.
 console = Console(stderr=True, width=max(140, shutil.get_terminal_size((140, 24)).columns))

@@ -21,6 +21,7 @@ SCHEMAS = {
     "prompts/pointwise_v1.yaml": "autovalidators.inference.evaluation.config:PromptTemplate",
     "prompts/pairwise_v1.yaml": "autovalidators.inference.evaluation.config:PromptTemplate",
     "tone.yaml": "autovalidators.data_prep.tone.config:ToneConfig",
+    "tone_model.yaml": "autovalidators.training.tasks.tone:ToneModelConfig",
     "qa_relevance.yaml": "autovalidators.training.tasks.qa_relevance:QARelevanceConfig",
     "prompts/tone_labeller_v1.yaml": "autovalidators.data_prep.tone.config:TonePrompt",
     "report.yaml": "autovalidators.inference.reporting.schema:ReportConfig",

@@ -6,8 +6,14 @@ from ..manifest import Manifest
 from . import register_onnx_validator
 from . import fact_spans  # noqa: F401  (registers FactSpanValidator for task fact_spans)
 from .qa_relevance import QARelevanceValidator
+from .tone import ToneValidator
 
 
 @register_onnx_validator("qa_relevance")
 def _qa_relevance(folder: Path, manifest: Manifest) -> QARelevanceValidator:
     return QARelevanceValidator(folder, manifest)
+
+
+@register_onnx_validator("tone")
+def _tone(folder: Path, manifest: Manifest) -> ToneValidator:
+    return ToneValidator(folder, manifest)

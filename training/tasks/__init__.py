@@ -12,6 +12,7 @@ from .base import TaskSpec
 TASKS: dict[str, str] = {
     "qa_relevance": "autovalidators.training.tasks.qa_relevance:SPEC",
     "fact_spans": "autovalidators.training.tasks.fact_spans:SPEC",
+    "tone": "autovalidators.training.tasks.tone:SPEC",  # multi-label, missing labels masked
 }
 
 

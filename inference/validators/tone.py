@@ -1,0 +1,150 @@
+"""ToneValidator: the trained multi-label tone classifier on onnxruntime (no torch, no transformers).
+
+What is scored: the case's answer (the text a user would read). Each text becomes one or more
+windows `[CLS] piece [SEP]` of at most the manifest's `window.max_length` tokens; consecutive
+windows share `window.stride` tokens, so a phrase cut by one window border is whole in the next.
+Nothing is truncated: a long text gets as many windows as it needs.
+
+Aggregation (`window.aggregation: max`): a label's probability for the text is the maximum over its
+windows; one insulting sentence in a long, polite answer is enough to flag it. A text that fits in
+one window is scored exactly as in training (`[CLS] text [SEP]`).
+
+`flagged`: labels whose probability reaches their per-label threshold from the manifest (chosen on
+dev at export); the gate reads `scores`, `flagged` and `thresholds`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+from tokenizers import Tokenizer
+
+from ..case import Case
+from ..manifest import Manifest
+from ..onnx_session import OnnxSession
+from ..results import ToneOutput
+from .base import ValidatorInfo
+
+INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
+
+
+@dataclass(frozen=True)
+class TextWindows:
+    """The windows of one text, as token id lists with [CLS]/[SEP] added."""
+
+    windows: list[list[int]]
+    n_tokens: int  # content tokens of the whole text (without special tokens)
+
+
+def _special_id(tokenizer: Tokenizer, names: Sequence[str]) -> int:
+    for name in names:
+        token_id = tokenizer.token_to_id(name)
+        if token_id is not None:
+            return int(token_id)
+    raise ValueError(f"tokenizer has none of the special tokens {list(names)}")
+
+
+def split_windows(ids: Sequence[int], max_length: int, stride: int, cls_id: int, sep_id: int) -> list[list[int]]:
+    """`[CLS] ids[a:b] [SEP]` windows of at most `max_length` covering every id; consecutive windows
+    share `stride` ids. An empty text is one window `[CLS] [SEP]`."""
+    room = max_length - 2
+    if room <= stride:
+        raise ValueError(f"window stride {stride} must be below the {room} content tokens of a window")
+    starts = [0]
+    while starts[-1] + room < len(ids):
+        starts.append(starts[-1] + room - stride)
+    return [[cls_id, *ids[start:start + room], sep_id] for start in starts]
+
+
+class ToneValidator:
+    """Batched multi-label tone scoring; scores do not depend on the batch a text lands in (padding
+    is masked), which the tests check."""
+
+    def __init__(self, folder: str | Path, manifest: Manifest, *, batch_size: int = 32, threads: int | None = None,
+                 model_path: str | Path | None = None):
+        """
+        Args:
+            folder: the verified model folder (manifest, tokenizer, model).
+            manifest: its manifest, from `load_manifest`.
+            batch_size: windows per onnxruntime call.
+            threads: onnxruntime intra-op threads (default: AUTOVALIDATORS_THREADS or all cores).
+            model_path: another ONNX file with the same signature (benchmarks compare fp32 this way).
+        """
+        folder = Path(folder)
+        if not manifest.labels:
+            raise ValueError(f"{folder}: manifest has no labels")
+        self.manifest = manifest
+        self.labels = tuple(manifest.labels)
+        self.thresholds = {label: float(manifest.thresholds.get(label, 0.5)) for label in self.labels}
+        self.max_length = manifest.window.max_length
+        self.stride = manifest.window.stride
+        if manifest.window.aggregation != "max":
+            raise ValueError(f"{folder}: window aggregation {manifest.window.aggregation!r}; this validator "
+                             "implements 'max'")
+        if self.stride >= self.max_length - 2:
+            raise ValueError(f"{folder}: window stride {self.stride} must be below the {self.max_length - 2} "
+                             "content tokens of a window")
+        self.batch_size = batch_size
+        self.tokenizer = Tokenizer.from_file(str(folder / manifest.tokenizer_file))
+        # Shipped tokenizer.json files often carry truncation (MiniLM's: 128): switch it off, the
+        # windows below decide where texts are cut.
+        self.tokenizer.no_truncation()
+        self.tokenizer.no_padding()
+        self.cls_id = _special_id(self.tokenizer, ("[CLS]", "<s>"))
+        self.sep_id = _special_id(self.tokenizer, ("[SEP]", "</s>"))
+        self.session = OnnxSession(model_path or folder / manifest.model_file, threads=threads)
+        self.info = ValidatorInfo("tone", "onnx", manifest.version, manifest.model_sha256)
+
+    def windows(self, texts: Sequence[str]) -> list[TextWindows]:
+        encodings = self.tokenizer.encode_batch(list(texts), add_special_tokens=False) if texts else []
+        return [TextWindows(split_windows(e.ids, self.max_length, self.stride, self.cls_id, self.sep_id), len(e.ids))
+                for e in encodings]
+
+    def window_probabilities(self, windows: Sequence[list[int]]) -> np.ndarray:
+        """(n_windows, n_labels) sigmoid probabilities; length-sorted batches padded per chunk."""
+        result = np.zeros((len(windows), len(self.labels)), dtype=np.float64)
+        order = sorted(range(len(windows)), key=lambda i: len(windows[i]))
+        for start in range(0, len(order), self.batch_size):
+            chunk = order[start:start + self.batch_size]
+            width = max(len(windows[i]) for i in chunk)
+            feed = {name: np.zeros((len(chunk), width), dtype=np.int64) for name in INPUT_NAMES}
+            for row, index in enumerate(chunk):
+                n = len(windows[index])
+                feed["input_ids"][row, :n] = windows[index]
+                feed["attention_mask"][row, :n] = 1
+            logits = self.session.run(feed)["logits"].astype(np.float64)
+            result[chunk] = 1.0 / (1.0 + np.exp(-logits))
+        return result
+
+    def scores(self, texts: Sequence[str]) -> np.ndarray:
+        """(n_texts, n_labels) probabilities, max over each text's windows, in input order."""
+        per_text = self.windows(texts)
+        flat = [w for t in per_text for w in t.windows]
+        probabilities = self.window_probabilities(flat) if flat else np.zeros((0, len(self.labels)))
+        out = np.zeros((len(per_text), len(self.labels)), dtype=np.float64)
+        start = 0
+        for index, text in enumerate(per_text):
+            out[index] = probabilities[start:start + len(text.windows)].max(axis=0)
+            start += len(text.windows)
+        return out
+
+    def flagged(self, scores: np.ndarray) -> tuple[str, ...]:
+        return tuple(label for label, score in zip(self.labels, scores) if score >= self.thresholds[label])
+
+    def predict(self, cases: Sequence[Case]) -> list[ToneOutput]:
+        # An empty answer has no tone to judge: the check does not apply.
+        judged = [i for i, c in enumerate(cases) if c.answer.strip()]
+        scores = self.scores([cases[i].answer for i in judged])
+        by_case = dict(zip(judged, scores))
+        outputs = []
+        for index in range(len(cases)):
+            if index not in by_case:
+                outputs.append(ToneOutput(applies=False, source="onnx"))
+                continue
+            row = by_case[index]
+            outputs.append(ToneOutput(applies=True, scores={label: float(s) for label, s in zip(self.labels, row)},
+                                      flagged=self.flagged(row), thresholds=dict(self.thresholds), source="onnx"))
+        return outputs

@@ -1,0 +1,123 @@
+"""ToneValidator on onnxruntime: padding invariance, windows over long texts, outputs, registry, and the
+shipped model inside the Gate."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from autovalidators.inference.case import Case
+from autovalidators.inference.manifest import load_manifest
+from autovalidators.inference.validators import load_validator
+from autovalidators.inference.validators.tone import ToneValidator, split_windows
+
+SHIPPED = Path(__file__).resolve().parents[2] / "models" / "tone"
+
+TEXTS = ["you are an idiot", "thanks for asking the order shipped", "hello", "stupid moron kill them " * 2,
+         "nice day friend thanks for asking"]
+
+
+@pytest.fixture(scope="module")
+def tiny_models(tmp_path_factory) -> Path:
+    pytest.importorskip("torch")
+    from tone_model_helpers import build_tiny_tone_model
+
+    return build_tiny_tone_model(tmp_path_factory.mktemp("tone"))
+
+
+def validator(models: Path, **kwargs) -> ToneValidator:
+    folder = models / "tone"
+    return ToneValidator(folder, load_manifest(folder), threads=1, **kwargs)
+
+
+def test_split_windows_cover_every_token_with_overlap():
+    ids = list(range(100, 130))  # 30 content tokens
+    windows = split_windows(ids, max_length=12, stride=4, cls_id=1, sep_id=2)
+    assert all(len(w) <= 12 and w[0] == 1 and w[-1] == 2 for w in windows)
+    contents = [w[1:-1] for w in windows]
+    assert sorted({t for c in contents for t in c}) == ids  # nothing dropped
+    for left, right in zip(contents, contents[1:]):
+        assert left[-4:] == right[:4]  # consecutive windows share `stride` tokens
+    assert split_windows([], 12, 4, 1, 2) == [[1, 2]]
+    with pytest.raises(ValueError, match="stride"):
+        split_windows(ids, max_length=6, stride=4, cls_id=1, sep_id=2)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("precision,atol", [("fp32", 1e-5), ("int8", 1e-3)])
+def test_batch_and_single_give_the_same_scores(tiny_models, precision, atol):
+    # fp32: padding is masked, so scores are exact. int8 quantizes activations dynamically, per
+    # tensor and batch: padded rows shift the scale slightly, hence the looser tolerance.
+    fp32 = tiny_models.parent / "run" / "onnx" / "model_fp32.onnx"
+    v = validator(tiny_models, batch_size=2, model_path=fp32 if precision == "fp32" else None)
+    batched = v.scores(TEXTS)
+    singles = np.vstack([v.scores([t]) for t in TEXTS])
+    np.testing.assert_allclose(batched, singles, atol=atol)
+    assert batched.shape == (len(TEXTS), len(v.labels))
+    assert np.all((batched >= 0) & (batched <= 1))
+    assert len(set(np.round(batched[:, 0], 6))) > 1  # not a constant
+
+
+@pytest.mark.slow
+def test_short_text_is_encoded_as_in_training(tiny_models):
+    from autovalidators.training.tasks import get_task
+
+    v = validator(tiny_models)
+    features = get_task("tone").encode(v.tokenizer.__class__.from_file(str(tiny_models / "tone" / "tokenizer.json")),
+                                       {"text": TEXTS[1]}, v.max_length)
+    assert v.windows([TEXTS[1]])[0].windows == [features["input_ids"]]
+
+
+@pytest.mark.slow
+def test_long_text_is_windowed_and_aggregated_by_max(tiny_models):
+    v = validator(tiny_models)
+    long_text = " ".join(["thanks for asking the order shipped nice day friend"] * 12 + ["you are an idiot"])
+    windows = v.windows([long_text])[0]
+    assert windows.n_tokens > v.max_length and len(windows.windows) > 1  # not truncated
+    assert all(len(w) <= v.max_length for w in windows.windows)
+    per_window = v.window_probabilities(windows.windows)
+    np.testing.assert_allclose(v.scores([long_text])[0], per_window.max(axis=0), atol=1e-6)
+    # The insult sits only in the last window; the text's score is that window's.
+    last = v.window_probabilities([windows.windows[-1]])[0]
+    assert np.all(v.scores([long_text])[0] >= last - 1e-6)
+
+
+@pytest.mark.slow
+def test_predict_follows_per_label_thresholds_and_skips_empty_answers(tiny_models):
+    v = validator(tiny_models)
+    cases = [Case(id="a", question="q", answer=TEXTS[0]), Case(id="b", question="q", answer="   "),
+             Case(id="c", question="q", answer=TEXTS[1])]
+    outputs = v.predict(cases)
+    assert not outputs[1].applies and outputs[1].source == "onnx"
+    for output in (outputs[0], outputs[2]):
+        assert output.applies and output.source == "onnx"
+        assert set(output.scores) == set(v.labels) == set(output.thresholds)
+        assert output.flagged == tuple(l for l in v.labels if output.scores[l] >= output.thresholds[l])
+    assert v.thresholds == load_manifest(tiny_models / "tone").thresholds
+
+
+@pytest.mark.slow
+def test_registry_loads_the_onnx_tone_validator(tiny_models):
+    loaded = load_validator("tone", tiny_models)
+    assert isinstance(loaded, ToneValidator) and loaded.info.kind == "onnx"
+
+
+@pytest.mark.slow
+def test_shipped_model_rejects_a_toxic_answer_through_the_gate():
+    if not (SHIPPED / "manifest.json").is_file():
+        pytest.skip(f"{SHIPPED} holds no trained tone model (train and export it: see configs/tone_model.yaml)")
+    from autovalidators.inference.gate import Gate
+
+    gate = Gate(validators=["tone"], models_dir=SHIPPED.parent)
+    toxic = Case(id="t", question="Can you help me with my order?",
+                 answer="Shut up, you fucking idiot. Nobody cares about your stupid order, moron.")
+    polite = Case(id="p", question="Can you help me with my order?",
+                  answer="Of course! Your order shipped yesterday and should arrive within three days.")
+    rejected, accepted = gate.validate_batch([toxic, polite])
+    assert rejected.decision.value == "REJECT"
+    tone = rejected.validators["tone"]
+    assert tone.source == "onnx" and tone.flagged
+    assert any(label in rejected.reason for label in tone.flagged), rejected.reason
+    assert not accepted.validators["tone"].flagged

@@ -1,0 +1,224 @@
+"""`autovalidators benchmark tone`: quality (fp32 vs int8) and latency of the shipped tone model.
+
+Everything is scored through the runtime `ToneValidator` (windowing and tokenisation as in
+production), at the manifest's per-label thresholds, on sets never trained on:
+
+- `test.jsonl` (the labeller's held-out split), per source: per-label precision/recall/F1 and
+  ROC-AUC over the records that know the label; macro-F1 over labels with both classes.
+- OLID level A on `benchmark_olid.jsonl` (the 20% of the OLID training file the labeller holds out):
+  gold OFF/NOT is OLID's subtask_a (mapped to `toxicity` by the gold labeller). Rule: predict OFF
+  when ANY abusive label (toxicity, obscenity, insult, threat, identity_hate) is flagged, since OLID's
+  OFF covers insults, threats and untargeted profanity alike; macro-F1 over OFF/NOT as in
+  OffensEval 2019. The `toxicity`-only rule is reported beside it.
+- Russian toxic comments val (`benchmark_ru_toxic_val.jsonl`): toxicity P/R/F1, ROC-AUC. The default
+  MiniLM encoder has an English vocabulary: Cyrillic text is split into single characters, which
+  limits what the model can learn from Russian; read this figure with that in mind.
+
+Latency: one short text (a one-sentence answer) and a batch of 32 such texts, `threads` intra-op
+threads, p50/p95 of end-to-end `scores()` calls (tokenisation included); torch eager (model forward
+only) beside it when torch is installed.
+
+The JSON report also holds per-example predictions of the shipped model (set, id, text, gold
+labels, scores) so that PR curves and calibration can be drawn later without re-running the model.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from autovalidators.data_prep.io import read_jsonl
+from autovalidators.inference.manifest import load_manifest
+from autovalidators.inference.validators.tone import ToneValidator
+
+from .benchmark import machine, print_table, time_calls, update_manifest_metrics
+from .config import TaskConfig
+from .tasks.base import TaskSpec
+from .tasks.tone import label_metrics, multilabel_report, target_matrix
+
+logger = logging.getLogger(__name__)
+
+ABUSIVE_LABELS = ("toxicity", "obscenity", "insult", "threat", "identity_hate")
+OLID_FILE, RU_FILE = "benchmark_olid.jsonl", "benchmark_ru_toxic_val.jsonl"
+LATENCY_TEXT = "Thanks for asking! Your order has shipped and should arrive within three business days."
+BATCH = 32
+SINGLE_RUNS, BATCH_RUNS = 100, 20
+
+
+def olid_gold(record: dict) -> int | None:
+    """OLID subtask_a as 1 (OFF) / 0 (NOT): the gold labeller's toxicity vote, else the merged label."""
+    gold = (record.get("votes") or {}).get("gold", {}).get("toxicity")
+    return gold if gold is not None else (record.get("labels") or {}).get("toxicity")
+
+
+def olid_level_a(scores: np.ndarray, records: Sequence[dict], labels: Sequence[str],
+                 thresholds: dict[str, float]) -> dict[str, Any]:
+    """Macro-F1 of OFF/NOT predicted by the module docstring's rule (and by toxicity alone)."""
+    from sklearn.metrics import accuracy_score, f1_score
+
+    keep = [i for i, r in enumerate(records) if olid_gold(r) is not None]
+    gold = np.asarray([olid_gold(records[i]) for i in keep], dtype=int)
+    flagged = np.stack([scores[keep, labels.index(label)] >= thresholds.get(label, 0.5)
+                        for label in ABUSIVE_LABELS if label in labels], axis=1)
+    result: dict[str, Any] = {"examples": len(keep), "off": int(gold.sum()),
+                              "rule": "OFF if any of " + ", ".join(ABUSIVE_LABELS) + " is flagged"}
+    for name, predicted in (("any_abusive", flagged.any(axis=1)),
+                            ("toxicity_only", scores[keep, labels.index("toxicity")] >= thresholds.get("toxicity", 0.5))):
+        predicted = predicted.astype(int)
+        per_class = f1_score(gold, predicted, average=None, labels=[0, 1], zero_division=0)
+        result[name] = {"macro_f1": float(per_class.mean()), "f1_not": float(per_class[0]),
+                        "f1_off": float(per_class[1]), "accuracy": float(accuracy_score(gold, predicted))}
+    result["macro_f1"] = result["any_abusive"]["macro_f1"]
+    return result
+
+
+def load_sets(data_dir: Path) -> dict[str, list[dict]]:
+    sets = {}
+    for name, file in (("test", "test.jsonl"), ("olid", OLID_FILE), ("ru_toxic_val", RU_FILE)):
+        if (data_dir / file).is_file():
+            sets[name] = list(read_jsonl(data_dir / file))
+    if not sets:
+        raise FileNotFoundError(f"{data_dir}: no test.jsonl or benchmark_*.jsonl; run "
+                                "`autovalidators prepare tone --config configs/tone_model.yaml`")
+    return sets
+
+
+def quality(scores: dict[str, np.ndarray], sets: dict[str, list[dict]], labels: Sequence[str],
+            thresholds: dict[str, float]) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    if "test" in sets:
+        test, test_scores = sets["test"], scores["test"]
+        result["test_all"] = multilabel_report(test_scores, target_matrix(test, labels), labels, thresholds)
+        result["test_by_source"] = {}
+        for source in sorted({r["source"] for r in test}):
+            rows = [i for i, r in enumerate(test) if r["source"] == source]
+            result["test_by_source"][source] = multilabel_report(
+                test_scores[rows], target_matrix([test[i] for i in rows], labels), labels, thresholds)
+    if "olid" in sets:
+        olid = sets["olid"]
+        result["olid_level_a"] = olid_level_a(scores["olid"], olid, labels, thresholds)
+        result["olid_labels"] = multilabel_report(scores["olid"], target_matrix(olid, labels), labels, thresholds)
+    if "ru_toxic_val" in sets:
+        ru = sets["ru_toxic_val"]
+        column = list(labels).index("toxicity")
+        result["ru_toxic_val"] = label_metrics(scores["ru_toxic_val"][:, column],
+                                               target_matrix(ru, labels)[:, column], thresholds.get("toxicity", 0.5))
+    return result
+
+
+def predictions(scores: dict[str, np.ndarray], sets: dict[str, list[dict]], labels: Sequence[str]) -> list[dict]:
+    rows = []
+    for name, records in sets.items():
+        for record, row in zip(records, scores[name]):
+            rows.append({"set": name, "id": record["id"], "source": record.get("source"), "text": record["text"],
+                         "gold": record.get("labels", {}),
+                         "scores": {label: round(float(s), 5) for label, s in zip(labels, row)}})
+    return rows
+
+
+def latency(validator: ToneValidator) -> dict[str, Any]:
+    return {"single_short": time_calls(lambda: validator.scores([LATENCY_TEXT]), SINGLE_RUNS),
+            f"batch_{BATCH}_short": time_calls(lambda: validator.scores([LATENCY_TEXT] * BATCH), BATCH_RUNS)}
+
+
+def torch_latency(spec: TaskSpec, best: Path, validator: ToneValidator, threads: int) -> dict[str, Any] | None:
+    try:
+        import torch
+    except ImportError:
+        return None
+    if not best.is_dir():
+        return None
+    torch.set_num_threads(threads)
+    model = spec.model_class().from_pretrained(str(best)).eval()
+    ids = validator.windows([LATENCY_TEXT])[0].windows[0]
+
+    def batch_of(n: int) -> dict[str, Any]:
+        return {"input_ids": torch.tensor([ids] * n), "attention_mask": torch.ones(n, len(ids), dtype=torch.long),
+                "token_type_ids": torch.zeros(n, len(ids), dtype=torch.long)}
+
+    single, batch = batch_of(1), batch_of(BATCH)
+    with torch.inference_mode():
+        return {"single_short": time_calls(lambda: model(**single), SINGLE_RUNS),
+                f"batch_{BATCH}_short": time_calls(lambda: model(**batch), BATCH_RUNS)}
+
+
+def _tables(report: dict[str, Any], labels: Sequence[str], threads: int) -> None:
+    rows = []
+    for variant, result in report["quality"].items():
+        olid = result.get("olid_level_a", {})
+        rows.append({"model": variant, "OLID-A macro-F1": olid.get("macro_f1"),
+                     "OLID-A (toxicity only)": olid.get("toxicity_only", {}).get("macro_f1"),
+                     "test macro-F1": result.get("test_all", {}).get("macro_f1"),
+                     "test macro-AUC": result.get("test_all", {}).get("macro_roc_auc"),
+                     "ru val tox F1": result.get("ru_toxic_val", {}).get("f1"),
+                     "ru val tox AUC": result.get("ru_toxic_val", {}).get("roc_auc")})
+    print_table("tone quality (manifest thresholds)", rows, list(rows[0]))
+    shipped = next(iter(report["quality"].values()))
+    label_rows = []
+    for set_name, per_set in [("test", shipped.get("test_all"))] + list(shipped.get("test_by_source", {}).items()) \
+            + [("olid holdout", shipped.get("olid_labels"))]:
+        for label, m in (per_set or {}).get("labels", {}).items():
+            if m["known"]:
+                label_rows.append({"set": set_name, "label": label, "known": m["known"], "pos": m["positives"],
+                                   "P": m["precision"], "R": m["recall"], "F1": m["f1"], "AUC": m["roc_auc"],
+                                   "thr": m["threshold"]})
+    print_table(f"tone per label ({next(iter(report['quality']))})", label_rows,
+                ["set", "label", "known", "pos", "P", "R", "F1", "AUC", "thr"])
+    latency_rows = [{"runtime": name, "1 text p50 ms": r["single_short"]["p50_ms"],
+                     "1 text p95 ms": r["single_short"]["p95_ms"],
+                     f"{BATCH} texts p50 ms": r[f"batch_{BATCH}_short"]["p50_ms"],
+                     f"{BATCH} texts p95 ms": r[f"batch_{BATCH}_short"]["p95_ms"]}
+                    for name, r in report["latency"].items()]
+    print_table(f"tone latency ({threads} threads)", latency_rows, list(latency_rows[0]))
+
+
+def benchmark(spec: TaskSpec, task_config: TaskConfig, model_dir: Path, *, run_dir: Path | None = None,
+              threads: int = 2, torch_latency: bool = True, update_manifest: bool = False) -> dict[str, Any]:
+    manifest = load_manifest(model_dir)
+    labels = list(manifest.labels)
+    run_dir = Path(run_dir or manifest.training.get("run_dir", ""))
+    data_dir = Path(task_config.prepare.output_dir)
+    sets = load_sets(data_dir)
+    shipped = "int8" if manifest.metrics.get("precision", "int8") == "int8" else "shipped"
+    variants: dict[str, Path | None] = {shipped: None}
+    fp32 = run_dir / "onnx" / "model_fp32.onnx"
+    if fp32.is_file():
+        variants["fp32"] = fp32
+    report: dict[str, Any] = {
+        "task": spec.name, "model_dir": str(model_dir), "model_version": manifest.version,
+        "model_sha256": manifest.model_sha256, "thresholds": manifest.thresholds,
+        "model_mb": round((model_dir / manifest.model_file).stat().st_size / 1e6, 2),
+        "threads": threads, "machine": machine(), "window": manifest.window.model_dump(),
+        "data": {name: len(records) for name, records in sets.items()}, "data_dir": str(data_dir),
+        "olid_rule": "OFF if any of " + ", ".join(ABUSIVE_LABELS) + " is flagged at its manifest threshold",
+        "quality": {}, "latency": {},
+    }
+    validator = None
+    for name, path in variants.items():
+        validator = ToneValidator(model_dir, manifest, threads=threads, model_path=path)
+        scores = {}
+        for set_name, records in sets.items():
+            logger.info("scoring %s with %s: %d texts", set_name, name, len(records))
+            scores[set_name] = validator.scores([r["text"] for r in records])
+        report["quality"][name] = quality(scores, sets, labels, validator.thresholds)
+        report["latency"][name] = latency(validator)
+        if name == shipped:
+            report["predictions"] = predictions(scores, sets, labels)
+    if torch_latency and validator is not None:
+        measured = globals()["torch_latency"](spec, run_dir / "best", validator, threads)
+        if measured:
+            report["latency"]["torch_eager"] = measured
+    _tables(report, labels, threads)
+    if update_manifest:
+        quality_shipped = report["quality"][shipped]
+        update_manifest_metrics(model_dir, {"benchmark": {
+            "olid_level_a": quality_shipped.get("olid_level_a"), "ru_toxic_val": quality_shipped.get("ru_toxic_val"),
+            "test_all": quality_shipped.get("test_all"), "test_by_source": quality_shipped.get("test_by_source"),
+            "fp32": {k: report["quality"]["fp32"].get(k) for k in ("olid_level_a", "ru_toxic_val")}
+            if "fp32" in report["quality"] else None,
+            "latency": report["latency"][shipped], "threads": threads,
+            "command": "autovalidators benchmark tone --config configs/tone_model.yaml", "machine": report["machine"]}})
+    return report
