@@ -48,7 +48,6 @@ def _register(task: str) -> None:
     cli_name = task.replace("_", "-")
     config_help = f"task config YAML (default: configs/{task}.yaml)"
 
-    @prepare_app.command(cli_name, help=f"Build the {task} training data and its data card.")
     def prepare_command(config: Optional[Path] = typer.Option(None, help=config_help)) -> None:
         from autovalidators.data_prep.io import DataError
 
@@ -62,6 +61,9 @@ def _register(task: str) -> None:
             console.print(f"{name}: {stats['rows']} rows, labels {stats.get('label', {})}")
         for note in card["notes"]:
             console.print(f"note: {note}")
+
+    if get_task(task).generic_prepare_command:
+        prepare_app.command(cli_name, help=f"Build the {task} training data and its data card.")(prepare_command)
 
     @train_app.command(cli_name, help=f"Fine-tune the {task} model (CPU, or GPUs via `accelerate launch`).")
     def train_command(

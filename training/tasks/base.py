@@ -53,6 +53,9 @@ class TaskSpec:
     # How inputs longer than the encoder window are handled, written into the manifest.
     window_stride: int = 0
     window_aggregation: str = "truncate"
+    # False when a data_prep module owns `autovalidators prepare <task>` (it then dispatches task
+    # configs to `prepare_fn` itself), so one command name never has two registrations.
+    generic_prepare_command: bool = True
     # "module:function" running `autovalidators benchmark <task>`; see training/benchmark.py.
     benchmark: str = ""
     # The task's TaskConfig YAML under configs/ when it is not `<name>.yaml` (tone: that name holds

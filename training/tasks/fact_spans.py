@@ -230,6 +230,7 @@ SPEC = FactSpansSpec(
     problem_type="token",
     prepare_schema=FactSpansPrepareSection,
     prepare_fn=prepare,
+    generic_prepare_command=False,  # data_prep/fact_spans/cli.py owns `prepare fact-spans`
     main_metric="example_f1",
     window_stride=128,
     window_aggregation="per answer token: P(FACT) = max over windows, other labels share 1 - P(FACT) in "
