@@ -46,7 +46,7 @@ def _load(task: str, config: Optional[Path]):
 
 def _register(task: str) -> None:
     cli_name = task.replace("_", "-")
-    config_help = f"task config YAML (default: configs/{task}.yaml)"
+    config_help = f"task config YAML (default: configs/{get_task(task).config_file or task + '.yaml'})"
 
     def prepare_command(config: Optional[Path] = typer.Option(None, help=config_help)) -> None:
         from autovalidators.data_prep.io import DataError
