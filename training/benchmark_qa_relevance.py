@@ -47,10 +47,13 @@ def latency_pair(validator: QARelevanceValidator, tokens: int = LATENCY_TOKENS) 
     return question, answer
 
 
-def quality(validator: QARelevanceValidator, test: list[dict], wikiqa: list[dict]) -> dict[str, Any]:
+def quality(validator: QARelevanceValidator, test: list[dict], wikiqa: list[dict]
+            ) -> tuple[dict[str, Any], np.ndarray | None]:
+    """Metrics on the held-out pairs and WikiQA dev, and the test pairs' scores (for predictions)."""
     result: dict[str, Any] = {}
+    test_scores = None
     if test:
-        scores = validator.scores([(r["question"], r["answer"]) for r in test])
+        scores = test_scores = validator.scores([(r["question"], r["answer"]) for r in test])
         labels = np.asarray([int(r["label"]) for r in test])
         result["test"] = classification_metrics(scores, labels, validator.threshold)
         result["test"]["pairs"] = len(test)
@@ -59,7 +62,7 @@ def quality(validator: QARelevanceValidator, test: list[dict], wikiqa: list[dict
         labels = np.asarray([int(r["label"]) for r in wikiqa])
         result["wikiqa_dev"] = ranking_metrics(scores, labels, [r["qid"] or r["group"] for r in wikiqa])
         result["wikiqa_dev"]["roc_auc"] = classification_metrics(scores, labels, validator.threshold)["roc_auc"]
-    return result
+    return result, test_scores
 
 
 def latency(validator: QARelevanceValidator, pair: tuple[str, str]) -> dict[str, Any]:
@@ -114,8 +117,15 @@ def benchmark(spec: TaskSpec, task_config: TaskConfig, model_dir: Path, *, run_d
     for name, path in variants.items():
         validator = QARelevanceValidator(model_dir, manifest, threads=threads, model_path=path)
         logger.info("scoring %s: %d test pairs, %d WikiQA dev pairs", name, len(test), len(wikiqa))
-        report["quality"][name] = quality(validator, test, wikiqa)
+        report["quality"][name], test_scores = quality(validator, test, wikiqa)
         report["latency"][name] = latency(validator, latency_pair(validator))
+        if "predictions" not in report and test_scores is not None:
+            # The shipped model's per-pair scores: the report draws PR curves, calibration and the
+            # worst errors from them. Kept out of the manifest (only metrics go there).
+            report["predictions"] = [
+                {"id": r.get("id", str(i)), "set": "test", "label": int(r["label"]), "score": float(score),
+                 "question": r["question"], "answer": r["answer"], "language": r.get("language")}
+                for i, (r, score) in enumerate(zip(test, test_scores))]
     if torch_latency:
         measured = globals()["torch_latency"](spec, run_dir / "best", validator, latency_pair(validator), threads)
         if measured:
