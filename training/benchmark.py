@@ -65,6 +65,19 @@ def print_table(title: str, rows: list[dict[str, Any]], columns: list[str], cons
     console.print(table)
 
 
+def load_torch_model(spec: TaskSpec, best: Path, threads: int):
+    """The trained torch model from `best/` for eager-latency baselines, or None when torch or the
+    run folder is absent (the ONNX numbers are still measured)."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    if not best.is_dir():
+        return None
+    torch.set_num_threads(threads)
+    return spec.model_class().from_pretrained(str(best)).eval()
+
+
 def update_manifest_metrics(folder: Path, metrics: dict[str, Any]) -> None:
     """Rewrites the manifest with `metrics` merged in (files re-hashed, so it stays verifiable)."""
     manifest = load_manifest(folder)

@@ -31,7 +31,7 @@ from autovalidators.inference.manifest import load_manifest
 from autovalidators.inference.results import SpanLabel
 from autovalidators.inference.validators.fact_spans import FactSpanValidator
 
-from .benchmark import machine, print_table, time_calls, update_manifest_metrics
+from .benchmark import load_torch_model, machine, print_table, time_calls, update_manifest_metrics
 from .config import TaskConfig
 from .tasks.base import TaskSpec
 
@@ -131,14 +131,10 @@ def onnx_latency(validator: FactSpanValidator) -> dict[str, Any]:
 
 
 def torch_latency(spec: TaskSpec, best: Path, validator: FactSpanValidator, threads: int) -> dict[str, Any] | None:
-    try:
-        import torch
-    except ImportError:
+    model = load_torch_model(spec, best, threads)
+    if model is None:
         return None
-    if not best.is_dir():
-        return None
-    torch.set_num_threads(threads)
-    model = spec.model_class().from_pretrained(str(best)).eval()
+    import torch
     result = {}
     with torch.inference_mode():
         for n in LATENCY_TOKENS:

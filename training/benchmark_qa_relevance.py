@@ -23,7 +23,7 @@ from autovalidators.data_prep.io import read_jsonl
 from autovalidators.inference.manifest import load_manifest
 from autovalidators.inference.validators.qa_relevance import QARelevanceValidator
 
-from .benchmark import machine, print_table, time_calls, update_manifest_metrics
+from .benchmark import load_torch_model, machine, print_table, time_calls, update_manifest_metrics
 from .config import TaskConfig
 from .tasks.base import TaskSpec
 from .tasks.qa_relevance import classification_metrics, ranking_metrics
@@ -72,14 +72,10 @@ def latency(validator: QARelevanceValidator, pair: tuple[str, str]) -> dict[str,
 
 def torch_latency(spec: TaskSpec, best: Path, validator: QARelevanceValidator, pair: tuple[str, str],
                   threads: int) -> dict[str, Any] | None:
-    try:
-        import torch
-    except ImportError:
+    model = load_torch_model(spec, best, threads)
+    if model is None:
         return None
-    if not best.is_dir():
-        return None
-    torch.set_num_threads(threads)
-    model = spec.model_class().from_pretrained(str(best)).eval()
+    import torch
     encoding = validator.tokenizer.encode(*pair)
     inputs = {"input_ids": encoding.ids, "attention_mask": encoding.attention_mask, "token_type_ids": encoding.type_ids}
 

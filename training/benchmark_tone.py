@@ -34,7 +34,7 @@ from autovalidators.data_prep.io import read_jsonl
 from autovalidators.inference.manifest import load_manifest
 from autovalidators.inference.validators.tone import ToneValidator
 
-from .benchmark import machine, print_table, time_calls, update_manifest_metrics
+from .benchmark import load_torch_model, machine, print_table, time_calls, update_manifest_metrics
 from .config import TaskConfig
 from .tasks.base import TaskSpec
 from .tasks.tone import label_metrics, multilabel_report, target_matrix
@@ -125,14 +125,10 @@ def latency(validator: ToneValidator) -> dict[str, Any]:
 
 
 def torch_latency(spec: TaskSpec, best: Path, validator: ToneValidator, threads: int) -> dict[str, Any] | None:
-    try:
-        import torch
-    except ImportError:
+    model = load_torch_model(spec, best, threads)
+    if model is None:
         return None
-    if not best.is_dir():
-        return None
-    torch.set_num_threads(threads)
-    model = spec.model_class().from_pretrained(str(best)).eval()
+    import torch
     ids = validator.windows([LATENCY_TEXT])[0].windows[0]
 
     def batch_of(n: int) -> dict[str, Any]:
