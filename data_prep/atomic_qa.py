@@ -11,7 +11,6 @@ questions over the same paragraphs and per-language scores compare like with lik
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 from collections import defaultdict
 from dataclasses import dataclass
@@ -19,6 +18,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from .io import DataError
+from .squad import iter_squad
 
 logger = logging.getLogger(__name__)
 
@@ -52,32 +52,24 @@ def read_squad_triples(path: str | Path, *, source: str, language: str) -> Itera
     sampling and removed before writing.
     """
     path = Path(path)
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise DataError(f"{path}: no such file; pass --datasets-dir pointing at the shared datasets") from None
-    except json.JSONDecodeError as exc:
-        raise DataError(f"{path}: not valid JSON ({exc.msg}, line {exc.lineno})") from None
-    if not isinstance(data, dict) or not isinstance(data.get("data"), list):
-        raise DataError(f"{path}: expected SQuAD format, a top-level object with a 'data' list")
-    for article_index, article in enumerate(data["data"]):
-        for paragraph_index, paragraph in enumerate(article.get("paragraphs", [])):
-            context = _clean(paragraph.get("context", ""))
-            for qa in paragraph.get("qas", []):
-                texts = (_clean(a["text"]) for a in qa.get("answers", []) if a.get("text", "").strip())
-                answers = list(dict.fromkeys(texts))  # annotators often agree: keep each answer once
-                if qa.get("is_impossible") or not answers or not context:
-                    continue
-                yield {
-                    "id": f"{source}-{language}-{qa['id']}",
-                    "context": context,
-                    "question": _clean(qa["question"]),
-                    "answers": answers,
-                    "language": language,
-                    "source": source,
-                    "_rank_key": str(qa["id"]),
-                    "_context_key": f"{article_index}:{paragraph_index}",
-                }
+    if not path.is_file():
+        raise DataError(f"{path}: no such file; pass --datasets-dir pointing at the shared datasets")
+    for qa in iter_squad(path):
+        context = _clean(qa.context)
+        texts = (_clean(a["text"]) for a in qa.answers if a.get("text", "").strip())
+        answers = list(dict.fromkeys(texts))  # annotators often agree: keep each answer once
+        if qa.is_impossible or not answers or not context:
+            continue
+        yield {
+            "id": f"{source}-{language}-{qa.id}",
+            "context": context,
+            "question": _clean(qa.question),
+            "answers": answers,
+            "language": language,
+            "source": source,
+            "_rank_key": qa.id,
+            "_context_key": f"{qa.article}:{qa.paragraph}",
+        }
 
 
 def _rank(key: str, seed: int) -> int:

@@ -33,6 +33,7 @@ from autovalidators.inference.text import language_of, split_sentences
 from .data_card import write_data_card
 from .io import DataError, write_jsonl
 from .splits import grouped_split
+from .squad import iter_squad
 
 logger = logging.getLogger(__name__)
 
@@ -177,30 +178,25 @@ def read_squad(source: SquadSource, hard_negatives: int, rng: random.Random) -> 
 
     Easy negatives (other questions' answers) are added later over all sources at once.
     """
-    path = Path(source.path)
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))["data"]
-    except (KeyError, json.JSONDecodeError) as exc:
-        raise DataError(f"{path}: not a SQuAD-format file ({exc})") from None
     pairs = []
-    for article in data:
-        for paragraph in article["paragraphs"]:
-            sentences = split_sentences(paragraph["context"])
-            for qa in paragraph["qas"]:
-                question = qa["question"]
-                impossible = qa.get("is_impossible", False)
-                answers = qa.get("plausible_answers", []) if impossible else qa.get("answers", [])
-                hits = {_sentence_at(sentences, a["answer_start"]) for a in answers} - {None}
-                if not hits:
-                    continue  # answer offsets outside any sentence: nothing reliable to pair
-                for index in sorted(hits):
-                    pairs.append(_pair(question, sentences[index].text, 0 if impossible else 1, source.name,
-                                       source.language, qid=qa.get("id", "")))
-                if impossible:
-                    continue  # the plausible sentence is the hard negative; others add little
-                others = [s.text for i, s in enumerate(sentences) if i not in hits and len(s.text) > 20]
-                for text in rng.sample(others, min(hard_negatives, len(others))):
-                    pairs.append(_pair(question, text, 0, source.name, source.language, qid=qa.get("id", "")))
+    sentences_of: dict[tuple[int, int], list] = {}
+    for qa in iter_squad(source.path):
+        key = (qa.article, qa.paragraph)
+        if key not in sentences_of:
+            sentences_of[key] = split_sentences(qa.context)
+        sentences = sentences_of[key]
+        answers = qa.plausible_answers if qa.is_impossible else qa.answers
+        hits = {_sentence_at(sentences, a["answer_start"]) for a in answers} - {None}
+        if not hits:
+            continue  # answer offsets outside any sentence: nothing reliable to pair
+        for index in sorted(hits):
+            pairs.append(_pair(qa.question, sentences[index].text, 0 if qa.is_impossible else 1, source.name,
+                               source.language, qid=qa.id))
+        if qa.is_impossible:
+            continue  # the plausible sentence is the hard negative; others add little
+        others = [s.text for i, s in enumerate(sentences) if i not in hits and len(s.text) > 20]
+        for text in rng.sample(others, min(hard_negatives, len(others))):
+            pairs.append(_pair(qa.question, text, 0, source.name, source.language, qid=qa.id))
     return pairs
 
 

@@ -19,6 +19,7 @@ from pydantic import ValidationError
 from autovalidators.inference.text import language_of
 
 from ..io import DataError, read_jsonl
+from ..squad import iter_squad
 from .atomic_facts import align_facts
 from .noise import find_noise
 from .schema import Origin, Provenance, SpanLabel, SpanRecord, TaskType, fill_spans
@@ -261,32 +262,24 @@ def read_squad(path: str | Path, *, source: str, language: Literal["en", "ru"] |
             added as a group key, so translations of one paragraph land in the same split.
     """
     path = Path(path)
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))["data"]
-    except (json.JSONDecodeError, KeyError, TypeError) as exc:
-        raise DataError(f"{path}: not a SQuAD-format file ({exc!r})") from None
     out = Converted()
-    for a, article in enumerate(data):
-        for p, paragraph in enumerate(article.get("paragraphs", [])):
-            context = paragraph.get("context", "")
-            for qa in paragraph.get("qas", []):
-                where = f"{path}:{qa.get('id', f'article {a} paragraph {p}')}"
-                answers = qa.get("answers") or []
-                if qa.get("is_impossible") or not answers:
-                    continue
-                gold = answers[0]
-                start, text = int(gold.get("answer_start", -1)), str(gold.get("text", ""))
-                if not text or context[start:start + len(text)] != text:
-                    out.errors.append(f"{where}: answer_start does not point at the answer text; skipped")
-                    continue
-                keys = (f"ctx:{text_key(context)}",) + ((f"{source}:{a}:{p}",) if parallel_key else ())
-                out.records.append(ReadingItem(
-                    id=f"{source}-{language or _language(context)}-{qa.get('id')}", context=context,
-                    question=str(qa.get("question", "")), answer=text, answer_start=start,
-                    language=language or _language(context), source=source,
-                    provenance=Provenance(dataset=source, file=str(path), row=str(qa.get("id")),
-                                          licence=LICENCES.get(source, "see source")),
-                    group_keys=keys))
+    for q in iter_squad(path):
+        where = f"{path}:{q.id}"
+        if q.is_impossible or not q.answers:
+            continue
+        gold = q.answers[0]
+        start, text = int(gold.get("answer_start", -1)), str(gold.get("text", ""))
+        if not text or q.context[start:start + len(text)] != text:
+            out.errors.append(f"{where}: answer_start does not point at the answer text; skipped")
+            continue
+        language_of_row = language or _language(q.context)
+        keys = (f"ctx:{text_key(q.context)}",) + ((f"{source}:{q.article}:{q.paragraph}",) if parallel_key else ())
+        out.records.append(ReadingItem(
+            id=f"{source}-{language_of_row}-{q.id}", context=q.context, question=q.question, answer=text,
+            answer_start=start, language=language_of_row, source=source,
+            provenance=Provenance(dataset=source, file=str(path), row=q.id,
+                                  licence=LICENCES.get(source, "see source")),
+            group_keys=keys))
     if out.errors:
         logger.warning("%s: %d question(s) skipped", path, len(out.errors))
     return out

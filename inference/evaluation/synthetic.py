@@ -57,16 +57,10 @@ def read_squad(path: str | Path) -> list[QARecord]:
                 except (json.JSONDecodeError, TypeError) as exc:
                     raise ValueError(f"{path}:{number}: not a QA record ({exc})") from None
         return records
-    data = json.loads(path.read_text(encoding="utf-8"))
-    records = []
-    for article in data.get("data", []):
-        for paragraph in article.get("paragraphs", []):
-            for qa in paragraph.get("qas", []):
-                if qa.get("answers"):
-                    gold = qa["answers"][0]
-                    records.append(QARecord(str(qa["id"]), article.get("title", ""), qa["question"],
-                                            paragraph["context"], gold["text"], int(gold["answer_start"])))
-    return records
+    from autovalidators.data_prep.squad import iter_squad
+
+    return [QARecord(q.id, q.title, q.question, q.context, q.answers[0]["text"], int(q.answers[0]["answer_start"]))
+            for q in iter_squad(path) if q.answers]
 
 
 def answer_sentence(record: QARecord) -> str | None:
