@@ -17,6 +17,7 @@ import logging
 import math
 import random
 import time
+from functools import partial
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
@@ -28,7 +29,7 @@ from autovalidators.inference.manifest import sha256_of
 
 from .base_models import load_tokenizer, resolve_base_model
 from .config import TrainConfig
-from .tasks.base import IGNORE_INDEX, TaskSpec
+from .tasks.base import IGNORE_INDEX, ProblemType, TaskSpec
 
 logger = logging.getLogger(__name__)
 
@@ -71,23 +72,31 @@ def epoch_batches(lengths: Sequence[int], batch_size: int, seed: int, bucket: in
     return batches
 
 
-def collate(features: Sequence[dict[str, Any]], pad_id: int = 0):
-    """Pads a batch to its longest member (dynamic padding: short pairs cost less)."""
+def collate(features: Sequence[dict[str, Any]], problem_type: ProblemType | None = None, pad_id: int = 0):
+    """Pads a batch to its longest member (dynamic padding: short pairs cost less).
+
+    `problem_type` says what `labels` are (required when the features carry labels): per-token ids
+    padded with IGNORE_INDEX (token), one target row per example with -1 for missing labels
+    (multi_label), or one class id per example (single_label). Guessing from the shapes fails when
+    a text has as many tokens as the task has labels.
+    """
     import torch
 
     width = max(len(f["input_ids"]) for f in features)
     batch: dict[str, Any] = {}
     for key, pad in (("input_ids", pad_id), ("attention_mask", 0), ("token_type_ids", 0)):
         batch[key] = torch.tensor([f[key] + [pad] * (width - len(f[key])) for f in features], dtype=torch.long)
-    if "labels" in features[0]:
-        first = features[0]["labels"]
-        if isinstance(first, list) and len(first) == len(features[0]["input_ids"]):  # token labels
-            rows = [f["labels"] + [IGNORE_INDEX] * (width - len(f["labels"])) for f in features]
-            batch["labels"] = torch.tensor(rows, dtype=torch.long)
-        elif isinstance(first, list):  # multi-label targets, -1 = missing
-            batch["labels"] = torch.tensor([f["labels"] for f in features], dtype=torch.float)
-        else:
-            batch["labels"] = torch.tensor([f["labels"] for f in features], dtype=torch.long)
+    if "labels" not in features[0]:
+        return batch
+    if problem_type == "token":
+        rows = [list(f["labels"]) + [IGNORE_INDEX] * (width - len(f["labels"])) for f in features]
+        batch["labels"] = torch.tensor(rows, dtype=torch.long)
+    elif problem_type == "multi_label":
+        batch["labels"] = torch.tensor([list(f["labels"]) for f in features], dtype=torch.float)
+    elif problem_type == "single_label":
+        batch["labels"] = torch.tensor([f["labels"] for f in features], dtype=torch.long)
+    else:
+        raise ValueError(f"collate needs the problem type to batch labels, got {problem_type!r}")
     return batch
 
 
@@ -252,7 +261,8 @@ def train(spec: TaskSpec, config: TrainConfig, *, resume: bool = False, config_s
     while state.step < total_steps and not stop:
         # A fresh seeded order per epoch: reproducible, and a resumed run sees the same order.
         batches = epoch_batches(lengths, config.batch_size, config.seed + state.epoch)
-        loader = torch.utils.data.DataLoader(train_features, batch_sampler=batches, collate_fn=collate)
+        loader = torch.utils.data.DataLoader(train_features, batch_sampler=batches,
+                                             collate_fn=partial(collate, problem_type=spec.problem_type))
         loader = accelerator.prepare(loader)
         if state.batches_in_epoch:
             loader = accelerator.skip_first_batches(loader, state.batches_in_epoch)

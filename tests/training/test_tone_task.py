@@ -76,7 +76,7 @@ def test_a_text_as_long_as_the_label_list_collates_as_one_target_row(tmp_path):
     six = SPEC.encode(tokenizer, record("you are an idiot", toxicity=1), 32)
     longer = SPEC.encode(tokenizer, record("you are an idiot hello hello hello", toxicity=0), 32)
     assert len(six["input_ids"]) == len(TONE_LABELS)
-    batch = collate([six, longer])
+    batch = collate([six, longer], problem_type=SPEC.problem_type)
     assert tuple(batch["labels"].shape) == (2, len(TONE_LABELS))
     loss = SPEC.loss(torch.zeros(2, len(TONE_LABELS)), batch["labels"])
     assert loss.item() == pytest.approx(float(np.log(2)), rel=1e-5)

@@ -11,7 +11,7 @@ import torch
 from autovalidators.training.config import TrainConfig
 from autovalidators.training.tasks import get_task
 from autovalidators.training.tasks.base import TaskSpec
-from autovalidators.training.trainer import build_model, epoch_batches, train
+from autovalidators.training.trainer import build_model, collate, epoch_batches, train
 
 SPEC = get_task("qa_relevance")
 
@@ -87,3 +87,17 @@ def test_multi_label_loss_masks_missing_labels():
     assert not torch.isclose(full, masked)
     # A batch whose labels are all missing contributes 0, not NaN.
     assert spec.loss(logits, torch.full((2, 2), -1.0)).item() == 0.0
+
+
+def test_collate_batches_labels_by_problem_type_not_by_shape():
+    # Three tokens and three labels: only the problem type can tell the two label kinds apart.
+    features = [{"input_ids": [1, 2, 3], "attention_mask": [1, 1, 1], "token_type_ids": [0, 0, 0], "labels": [1, 0, 2]},
+                {"input_ids": [1, 2, 3, 4], "attention_mask": [1] * 4, "token_type_ids": [0] * 4, "labels": [0, 1, 0]}]
+    token = collate(features, problem_type="token")
+    assert token["labels"].tolist() == [[1, 0, 2, -100], [0, 1, 0, -100]]
+    multi = collate(features, problem_type="multi_label")
+    assert multi["labels"].dtype == torch.float and tuple(multi["labels"].shape) == (2, 3)
+    single = collate([dict(f, labels=1) for f in features], problem_type="single_label")
+    assert single["labels"].tolist() == [1, 1]
+    with pytest.raises(ValueError, match="problem type"):
+        collate(features)

@@ -209,9 +209,7 @@ class ToneSpec(TaskSpec):
         features: dict[str, Any] = {"input_ids": encoding.ids, "attention_mask": encoding.attention_mask,
                                     "token_type_ids": encoding.type_ids}
         if "labels" in record:
-            # A tuple, not a list: the shared collate takes a list as long as input_ids for token
-            # labels, which a 6-token text with 6 labels would be. Tuples become one tensor row.
-            features["labels"] = tuple(target_vector(record, self.labels))
+            features["labels"] = list(target_vector(record, self.labels))
         return features
 
     def example_text(self) -> dict:
