@@ -14,10 +14,10 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-import numpy as np
 from rich.console import Console
 from rich.table import Table
 
+from autovalidators.inference.latency import percentiles
 from autovalidators.inference.manifest import MANIFEST_NAME, load_manifest, write_manifest
 
 from .config import TaskConfig
@@ -35,9 +35,7 @@ def time_calls(function: Callable[[], Any], runs: int, warmup: int = 3) -> dict[
         started = time.perf_counter()
         function()
         samples.append((time.perf_counter() - started) * 1000)
-    values = np.asarray(samples)
-    return {"p50_ms": float(np.percentile(values, 50)), "p95_ms": float(np.percentile(values, 95)),
-            "mean_ms": float(values.mean()), "runs": runs}
+    return {**percentiles(samples), "runs": runs}
 
 
 def machine() -> dict[str, Any]:
