@@ -156,8 +156,25 @@ def validate(
 @app.command()
 def quickstart(
     output: Path = typer.Option(Path("out/quickstart/results.jsonl"), help="where to write the results"),
+    train: bool = typer.Option(False, "--train", help="retrain small validators on the bundled samples first "
+                               "(needs the train extra; <= 15 min on a CPU); see configs/quickstart_train.yaml"),
+    out: Optional[Path] = typer.Option(None, "--out", help="with --train: the output folder "
+                                       "(default: out/quickstart-train/<timestamp>)"),
+    base_model: Optional[str] = typer.Option(None, "--base-model", help="with --train: encoder name or folder"),
+    steps: Optional[int] = typer.Option(None, "--steps", help="with --train: max_steps for every validator"),
+    config: Optional[Path] = typer.Option(None, "--config", help="with --train: quickstart config YAML"),
 ) -> None:
-    """Validate the bundled example cases with the shipped validators and print the decisions."""
+    """Validate the bundled example cases with the shipped validators and print the decisions.
+
+    With --train: first train, export, benchmark and report three small validators on bundled data."""
+    if train:
+        # Imported only here: the training stack (torch) never loads for the plain quickstart.
+        from autovalidators.training.quickstart.command import run_train_quickstart
+
+        run_train_quickstart(out, base_model, steps, config)
+        return
+    if any(v is not None for v in (out, base_model, steps, config)):
+        raise _fail("--out, --base-model, --steps and --config need --train")
     examples = resources.files("autovalidators.inference").joinpath("examples/cases.jsonl")
     with resources.as_file(examples) as path:
         validate(input=path, output=output, validators=None, config=None, models_dir=None, quiet=False, judge=None)
