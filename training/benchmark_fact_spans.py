@@ -12,6 +12,12 @@ Character-span P/R/F1 (micro over all characters of a group): predicted hallucin
 = the HALLUCINATION spans, gold = the gold HALLUCINATION spans; `ignored` characters count in
 neither. Every example's score and spans go into the JSON, so curves can be drawn later.
 
+Baselines, scored by the same `score_group` on the same records as the shipped model, in the same
+run (`report["baselines"]`): `always_hallucinated` (every answer hallucinated, every answer
+character a hallucination: example recall 1, precision = the share of hallucinated answers; the
+reference point the issue quotes as F1 ~52 on RAGTruth) and `heuristic` (the lexical
+`HeuristicFactSpans` the gate falls back to when no model is shipped).
+
 Latency: model forward only (tokenisation excluded for all three), one window of exactly 128, 256
 and 512 tokens, batch 1, `threads` intra-op threads (torch.set_num_threads for torch eager).
 """
@@ -28,8 +34,10 @@ from rich.console import Console
 from autovalidators.data_prep.io import read_jsonl
 from autovalidators.inference.case import Case
 from autovalidators.inference.manifest import load_manifest
-from autovalidators.inference.results import SpanLabel
+from autovalidators.inference.results import FactSpansOutput, Span, SpanLabel
 from autovalidators.inference.validators.fact_spans import FactSpanValidator
+from autovalidators.inference.validators.base import Validator, ValidatorInfo
+from autovalidators.inference.validators.heuristic import HeuristicFactSpans
 
 from .benchmark import load_torch_model, machine, print_table, time_calls, update_manifest_metrics
 from .config import TaskConfig
@@ -76,7 +84,39 @@ def _prf(tp: int, fp: int, fn: int) -> dict[str, float]:
     return {"precision": precision, "recall": recall, "f1": f1}
 
 
-def score_group(validator: FactSpanValidator, records: list[dict]) -> dict[str, Any]:
+class AlwaysHallucinated:
+    """Baseline: every answer hallucinated from its first character to its last."""
+
+    info = ValidatorInfo("fact_spans", "baseline", "always-hallucinated")
+
+    def predict(self, cases: Sequence[Case]) -> list[FactSpansOutput]:
+        return [FactSpansOutput(applies=True, hallucinated=True, hallucination_score=1.0, precision=0.0,
+                                spans=(Span(0, len(c.answer), SpanLabel.HALLUCINATION, 1.0, c.answer),),
+                                source="baseline") for c in cases]
+
+
+# Baselines scored beside the model; each is a fact-span validator needing no model files.
+BASELINES = {"always_hallucinated": AlwaysHallucinated, "heuristic": HeuristicFactSpans}
+
+
+def score_baselines(groups: dict[str, list[dict]]) -> dict[str, dict[str, Any]]:
+    """`score_group` of every baseline on every group: {baseline: {group: scores}}."""
+    return {name: add_ragtruth_total({group: score_group(factory(), records)
+                                      for group, records in sorted(groups.items())})
+            for name, factory in BASELINES.items()}
+
+
+def add_ragtruth_total(by_group: dict[str, Any]) -> dict[str, Any]:
+    """Adds "ragtruth/all": the RAGTruth tasks pooled (the issue's target is over all held-out
+    RAGTruth responses), from the per-example predictions already made."""
+    pooled = [p for group, r in sorted(by_group.items()) if group.startswith("ragtruth/") and "predictions" in r
+              for p in r["predictions"]]
+    if pooled:
+        by_group["ragtruth/all"] = summarise(pooled)
+    return by_group
+
+
+def score_group(validator: Validator, records: list[dict]) -> dict[str, Any]:
     """Example- and character-level metrics plus per-example predictions for one group."""
     cases = [Case(id=r["id"], question=r["question"], context=[r["context"]], answer=r["answer"]) for r in records]
     outputs = []
@@ -176,7 +216,10 @@ def benchmark(spec: TaskSpec, task_config: TaskConfig, model_dir: Path, *, run_d
             if name != shipped:
                 subset = report["quality"][shipped][group]["predictions"][:FP32_EXAMPLES]
                 report["quality"].setdefault(f"{shipped}@fp32_subset", {})[group] = summarise(subset)
+        add_ragtruth_total(report["quality"][name])
         report["latency"][f"onnx_{name}"] = onnx_latency(validator)
+    logger.info("scoring the baselines (%s) on the same records", ", ".join(BASELINES))
+    report["baselines"] = score_baselines(groups)
     if torch_latency and validator is not None:
         measured = globals()["torch_latency"](spec, run_dir / "best", validator, threads)
         if measured:
@@ -186,7 +229,9 @@ def benchmark(spec: TaskSpec, task_config: TaskConfig, model_dir: Path, *, run_d
     rows = [{"model": name, "data": group, "n": r["examples"], "halluc.": r["hallucinated"],
              "ex P": r["example"]["precision"], "ex R": r["example"]["recall"], "ex F1": r["example"]["f1"],
              "char P": r["char"]["precision"], "char R": r["char"]["recall"], "char F1": r["char"]["f1"]}
-            for name, by_group in report["quality"].items() for group, r in by_group.items()]
+            for name, by_group in [*report["quality"].items(),
+                                   *((f"baseline: {b}", g) for b, g in report["baselines"].items())]
+            for group, r in by_group.items()]
     print_table(f"fact_spans held-out quality (threshold {report['threshold']})", rows,
                 ["model", "data", "n", "halluc.", "ex P", "ex R", "ex F1", "char P", "char R", "char F1"], console)
     latency_rows = [{"runtime": name, **{f"{n} p50 ms": r[str(n)]["p50_ms"] for n in LATENCY_TOKENS},
@@ -198,10 +243,13 @@ def benchmark(spec: TaskSpec, task_config: TaskConfig, model_dir: Path, *, run_d
         report["speedup_512_p50"] = (report["latency"]["torch_eager"]["512"]["p50_ms"]
                                      / report["latency"][f"onnx_{shipped}"]["512"]["p50_ms"])
     if update_manifest:
-        summary = {name: {group: {"examples": r["examples"], "example": r["example"], "char": r["char"]}
-                          for group, r in by_group.items()} for name, by_group in report["quality"].items()}
+        def scores(by_name: dict[str, dict[str, Any]]) -> dict[str, Any]:
+            return {name: {group: {"examples": r["examples"], "example": r["example"], "char": r["char"]}
+                           for group, r in by_group.items()} for name, by_group in by_name.items()}
+
         update_manifest_metrics(model_dir, {"benchmark": {
-            "quality": summary, "latency": report["latency"], "threads": threads,
+            "quality": scores(report["quality"]), "baselines": scores(report["baselines"]),
+            "latency": report["latency"], "threads": threads,
             "speedup_512_p50": report.get("speedup_512_p50"), "excluded": report["excluded"],
             "command": "autovalidators benchmark fact-spans --config configs/fact_spans_model.yaml",
             "machine": report["machine"]}})

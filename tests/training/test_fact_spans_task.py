@@ -146,3 +146,31 @@ def test_benchmark_counts_examples_and_characters():
     # (chars 0-4 are ignored): tp 6, fp 3 + 3.
     assert result["char"]["recall"] == 1.0 and result["char"]["precision"] == pytest.approx(0.5)
     assert [p["gold"] for p in result["predictions"]] == [True, False]
+
+
+def test_prepare_mixes_human_rows_and_writes_the_human_dev_file(tmp_path, monkeypatch):
+    from autovalidators.data_prep.fact_spans import build
+    from autovalidators.data_prep.io import read_jsonl, write_jsonl
+    from autovalidators.training.tasks.fact_spans import FactSpansPrepareSection, prepare
+
+    def row(i: int, origin: str, usable: bool = True) -> dict:
+        return {**record("paris", []), "id": f"{origin}-{i}", "origin": origin, "grounding_usable": usable}
+
+    def fake_build(config, out: Path):
+        out.mkdir(parents=True, exist_ok=True)
+        write_jsonl(out / "train.jsonl", [row(0, "human"), row(1, "human", usable=False)]
+                    + [row(i, "synthetic") for i in range(2, 12)])
+        write_jsonl(out / "dev.jsonl", [row(20, "human"), row(21, "synthetic")])
+        write_jsonl(out / "test.jsonl", [row(30, "human"), row(31, "human", usable=False), row(32, "counterfactual")])
+        return SimpleNamespace(card={"splits": {}})
+
+    monkeypatch.setattr(build, "prepare", fake_build)
+    config = FactSpansPrepareSection.model_validate({
+        "out_dir": str(tmp_path), "ragtruth": {"subset_path": None}, "faithbench": {"path": None}, "reading": [],
+        "mix": {"synthetic": 4, "human_repeats": 3, "file": "mix.jsonl", "human_dev_file": "human_dev.jsonl"}})
+    card = prepare(config)
+    mixed = [r["id"] for r in read_jsonl(tmp_path / "mix.jsonl")]
+    assert mixed.count("human-0") == 3 and "human-1" not in mixed  # unusable human rows stay out
+    assert sum(i.startswith("synthetic") for i in mixed) == 4
+    assert [r["id"] for r in read_jsonl(tmp_path / "human_dev.jsonl")] == ["human-20", "human-30"]
+    assert any("human_dev.jsonl: 2" in note for note in card["notes"])

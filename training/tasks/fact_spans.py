@@ -19,7 +19,8 @@ threshold chosen on dev by `export.threshold_rule` (best F1 by default), stored 
 
 Data: `prepare` runs the data module's `prepare fact-spans` recipe (the `prepare:` section is its
 schema plus `out_dir` and `mix`) and then writes `train_mix.jsonl`: every human-labelled training
-row `mix.human_repeats` times plus a seeded sample of `mix.synthetic` synthetic rows.
+row `mix.human_repeats` times plus a seeded sample of `mix.synthetic` synthetic rows, and
+`mix.human_dev_file`: the human-labelled rows of dev and test, for model selection on real answers.
 """
 
 from __future__ import annotations
@@ -58,6 +59,13 @@ class TrainMix(StrictModel):
     # Each human-labelled train row (RAGTruth, FaithBench) is repeated this often: they are few,
     # and they are the only real LLM answers the model sees.
     human_repeats: int = Field(2, ge=1)
+    # The mixed training file, under out_dir (a second recipe can write its own beside the first).
+    file: str = "train_mix.jsonl"
+    # Human-labelled rows (RAGTruth, FaithBench) of the dev AND test splits, under out_dir: real
+    # LLM answers for early stopping and the export threshold. Synthetic dev rows are easy and
+    # pull the threshold where real answers do not sit. The benchmark's held-out sets stay apart.
+    # None = not written.
+    human_dev_file: str | None = "dev_human.jsonl"
 
 
 class FactSpansPrepareSection(FactSpansPrepConfig):
@@ -87,11 +95,17 @@ def prepare(config: FactSpansPrepareSection) -> dict:
         synthetic = rng.sample(synthetic, config.mix.synthetic)
     mixed = human * config.mix.human_repeats + synthetic
     rng.shuffle(mixed)
-    write_jsonl(out / "train_mix.jsonl", mixed)
+    write_jsonl(out / config.mix.file, mixed)
     card = dict(report.card)
     card["notes"] = list(card.get("notes", [])) + [
-        f"train_mix.jsonl: {len(human)} human rows x {config.mix.human_repeats} + {len(synthetic)} synthetic "
+        f"{config.mix.file}: {len(human)} human rows x {config.mix.human_repeats} + {len(synthetic)} synthetic "
         f"rows (seed {config.seed}) = {len(mixed)}"]
+    if config.mix.human_dev_file:
+        human_dev = [r for split in ("dev", "test") for r in read_jsonl(out / f"{split}.jsonl")
+                     if r["origin"] == "human" and r.get("grounding_usable", True)]
+        write_jsonl(out / config.mix.human_dev_file, human_dev)
+        card["notes"].append(f"{config.mix.human_dev_file}: {len(human_dev)} human-labelled rows of dev + test "
+                             "(model selection and threshold on real answers)")
     return card
 
 
