@@ -44,6 +44,21 @@ def _load(task: str, config: Optional[Path]):
         raise _fail(str(exc)) from None
 
 
+def _record_benchmark_command(model: Path, cli_name: str, config: Optional[Path]) -> None:
+    """The manifest names the command that reproduces its benchmark numbers, config and folder included."""
+    from autovalidators.inference.manifest import load_manifest
+
+    from .benchmark import update_manifest_metrics
+
+    command = ["autovalidators", "benchmark", cli_name]
+    if config is not None:
+        command += ["--config", str(config)]
+    if model != Path("models") / cli_name.replace("-", "_"):
+        command += ["--model", str(model)]
+    benchmark = dict(load_manifest(model).metrics.get("benchmark") or {})
+    update_manifest_metrics(model, {"benchmark": {**benchmark, "command": " ".join(command)}})
+
+
 def _register(task: str) -> None:
     cli_name = task.replace("_", "-")
     config_help = f"task config YAML (default: configs/{get_task(task).config_file or task + '.yaml'})"
@@ -121,6 +136,8 @@ def _register(task: str) -> None:
                                    torch_latency=torch_latency, update_manifest=update_manifest)
         except (FileNotFoundError, ValueError) as exc:
             raise _fail(str(exc)) from None
+        if update_manifest:
+            _record_benchmark_command(model, cli_name, config)
         output.parent.mkdir(parents=True, exist_ok=True)
         output.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
         console.print(f"wrote {output}")
