@@ -44,6 +44,10 @@ class Manifest(BaseModel):
     files: dict[str, str]  # file name -> sha256
     metrics: dict[str, Any] = {}
     training: dict[str, Any] = {}  # data, config, what was subsampled/frozen: reproducibility
+    # Languages (`text.language_of`) whose texts the validator hands to its heuristic fallback
+    # because the encoder cannot read them (an English WordPiece vocabulary spells Cyrillic out
+    # letter by letter). Measured per language by the task's benchmark; honoured by tone.
+    fallback_languages: list[str] = []
 
     @property
     def model_sha256(self) -> str:

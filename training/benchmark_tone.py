@@ -14,6 +14,10 @@ production), at the manifest's per-label thresholds, on sets never trained on:
   MiniLM encoder has an English vocabulary: Cyrillic text is split into single characters, which
   limits what the model can learn from Russian; read this figure with that in mind.
 
+Scores are taken as served (`ToneValidator.served_scores`): texts in the manifest's
+`fallback_languages` go to the lexicon heuristic. For every set with such texts, the model's own
+scores on it are reported beside ("<variant> model only"), so the routing is a measured choice.
+
 Latency: one short text (a one-sentence answer) and a batch of 32 such texts, `threads` intra-op
 threads, p50/p95 of end-to-end `scores()` calls (tokenisation included); torch eager (model forward
 only) beside it when torch is installed.
@@ -190,16 +194,25 @@ def benchmark(spec: TaskSpec, task_config: TaskConfig, model_dir: Path, *, run_d
         "threads": threads, "machine": machine(), "window": manifest.window.model_dump(),
         "data": {name: len(records) for name, records in sets.items()}, "data_dir": str(data_dir),
         "olid_rule": "OFF if any of " + ", ".join(ABUSIVE_LABELS) + " is flagged at its manifest threshold",
+        "fallback_languages": manifest.fallback_languages,
         "quality": {}, "latency": {},
     }
     validator = None
     for name, path in variants.items():
         validator = ToneValidator(model_dir, manifest, threads=threads, model_path=path)
-        scores = {}
+        scores, model_only, routed_sets = {}, {}, {}
         for set_name, records in sets.items():
             logger.info("scoring %s with %s: %d texts", set_name, name, len(records))
-            scores[set_name] = validator.scores([r["text"] for r in records])
+            texts = [r["text"] for r in records]
+            scores[set_name], routed = validator.served_scores(texts)
+            if routed.any():
+                # The model's own scores on the same texts: the evidence for (or against) routing.
+                model_only[set_name] = validator.scores(texts)
+                routed_sets[set_name] = records
+                report.setdefault("routed_to_heuristic", {})[set_name] = int(routed.sum())
         report["quality"][name] = quality(scores, sets, labels, validator.thresholds)
+        if model_only:
+            report["quality"][f"{name} model only"] = quality(model_only, routed_sets, labels, validator.thresholds)
         report["latency"][name] = latency(validator)
         if name == shipped:
             report["predictions"] = predictions(scores, sets, labels)
@@ -215,6 +228,10 @@ def benchmark(spec: TaskSpec, task_config: TaskConfig, model_dir: Path, *, run_d
             "test_all": quality_shipped.get("test_all"), "test_by_source": quality_shipped.get("test_by_source"),
             "fp32": {k: report["quality"]["fp32"].get(k) for k in ("olid_level_a", "ru_toxic_val")}
             if "fp32" in report["quality"] else None,
+            "fallback_languages": manifest.fallback_languages,
+            "routed_to_heuristic": report.get("routed_to_heuristic", {}),
+            "model_only": {k: report["quality"][f"{shipped} model only"].get(k) for k in ("ru_toxic_val", "test_all")}
+            if f"{shipped} model only" in report["quality"] else None,
             "latency": report["latency"][shipped], "threads": threads,
             "command": "autovalidators benchmark tone --config configs/tone_model.yaml", "machine": report["machine"]}})
     return report

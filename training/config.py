@@ -116,6 +116,10 @@ class ExportConfig(StrictModel):
     target_precision: float = Field(0.9, gt=0, le=1)
     # ONNX opset; 17 is read by every onnxruntime >= 1.14.
     opset: int = Field(17, ge=14)
+    # Languages the shipped validator leaves to its heuristic fallback (manifest
+    # `fallback_languages`; only validators that say so honour it: tone). Set it only when the
+    # task's benchmark shows the fallback beating the model on that language.
+    fallback_languages: list[Literal["en", "ru"]] = []
 
 
 PrepareT = TypeVar("PrepareT", bound=BaseModel)

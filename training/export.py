@@ -144,6 +144,9 @@ def export(spec: TaskSpec, run_dir: str | Path, to: str | Path, task_config: Tas
         raise FileNotFoundError(f"{best}: no trained model (run.json missing); train first")
     run = json.loads((best / "run.json").read_text())
     _clean_target(to, dry_run=True)  # fail before minutes of work, not after
+    if config.fallback_languages and not spec.language_fallback:
+        raise ExportError(f"export.fallback_languages is set, but the {spec.name} validator has no "
+                          "heuristic routing by language; remove it from the config")
     work = run_dir / "onnx"
     work.mkdir(exist_ok=True)
 
@@ -223,6 +226,7 @@ def export(spec: TaskSpec, run_dir: str | Path, to: str | Path, task_config: Tas
                      "config": run["config"], "task": spec.manifest_extra(),
                      "export": config.model_dump(mode="json"), "quantized_from": report["quantized_from"],
                      "fusion": report.get("fusion")},
+        "fallback_languages": list(config.fallback_languages),
     }
     manifest = write_manifest(to, fields)
     logger.info("exported %s (%.1f MB, %s) to %s", spec.name, size_mb, "int8" if ship_int8 else "fp32", to)

@@ -11,6 +11,11 @@ one window is scored exactly as in training (`[CLS] text [SEP]`).
 
 `flagged`: labels whose probability reaches their per-label threshold from the manifest (chosen on
 dev at export); the gate reads `scores`, `flagged` and `thresholds`.
+
+Languages the encoder cannot read (manifest `fallback_languages`, e.g. `ru` for the English MiniLM,
+whose vocabulary spells Cyrillic out letter by letter) go to the lexicon heuristic instead; their
+outputs say `source="heuristic"`. `autovalidators benchmark tone` scores that language both ways, so
+the choice is measured, not assumed.
 """
 
 from __future__ import annotations
@@ -26,7 +31,9 @@ from ..case import Case
 from ..manifest import Manifest
 from ..onnx_session import OnnxSession
 from ..results import ToneOutput
+from ..text import language_of
 from .base import ValidatorInfo
+from .heuristic import HeuristicTone
 
 INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
 
@@ -97,6 +104,8 @@ class ToneValidator:
         self.sep_id = _special_id(self.tokenizer, ("[SEP]", "</s>"))
         self.session = OnnxSession(model_path or folder / manifest.model_file, threads=threads)
         self.info = ValidatorInfo("tone", "onnx", manifest.version, manifest.model_sha256)
+        self.fallback_languages = frozenset(manifest.fallback_languages)
+        self.fallback = HeuristicTone() if self.fallback_languages else None
 
     def windows(self, texts: Sequence[str]) -> list[TextWindows]:
         encodings = self.tokenizer.encode_batch(list(texts), add_special_tokens=False) if texts else []
@@ -134,13 +143,43 @@ class ToneValidator:
     def flagged(self, scores: np.ndarray) -> tuple[str, ...]:
         return tuple(label for label, score in zip(self.labels, scores) if score >= self.thresholds[label])
 
+    def served_scores(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        """Scores as `predict` serves them, on the model's threshold scale, and the routed mask.
+
+        Texts routed to the heuristic get its scores shifted so that its threshold lands on the
+        label's manifest threshold (clipped to [0, 1]): one threshold per label then reads every
+        row, which is what the benchmark needs to score a mixed-language set as served.
+        """
+        routed = np.array([self.routed_to_fallback(t) for t in texts], dtype=bool)
+        out = np.zeros((len(texts), len(self.labels)), dtype=np.float64)
+        modelled, fallback_rows = np.flatnonzero(~routed), np.flatnonzero(routed)
+        if len(modelled):
+            out[modelled] = self.scores([texts[i] for i in modelled])
+        if len(fallback_rows):
+            cases = [Case(id=str(i), question="", answer=texts[i]) for i in fallback_rows]
+            for row, output in zip(fallback_rows, self.fallback.predict(cases)):
+                for column, label in enumerate(self.labels):
+                    shifted = output.scores.get(label, 0.0) - output.thresholds.get(label, 0.5) + self.thresholds[label]
+                    out[row, column] = min(max(shifted, 0.0), 1.0)
+        return out, routed
+
+    def routed_to_fallback(self, text: str) -> bool:
+        """True when `text` is in a language the manifest leaves to the heuristic."""
+        return bool(self.fallback_languages) and language_of(text) in self.fallback_languages
+
     def predict(self, cases: Sequence[Case]) -> list[ToneOutput]:
         # An empty answer has no tone to judge: the check does not apply.
         judged = [i for i, c in enumerate(cases) if c.answer.strip()]
-        scores = self.scores([cases[i].answer for i in judged])
-        by_case = dict(zip(judged, scores))
+        routed = [i for i in judged if self.routed_to_fallback(cases[i].answer)]
+        fallback = dict(zip(routed, self.fallback.predict([cases[i] for i in routed]))) if routed else {}
+        modelled = [i for i in judged if i not in fallback]
+        scores = self.scores([cases[i].answer for i in modelled])
+        by_case = dict(zip(modelled, scores))
         outputs = []
         for index in range(len(cases)):
+            if index in fallback:
+                outputs.append(fallback[index])
+                continue
             if index not in by_case:
                 outputs.append(ToneOutput(applies=False, source="onnx"))
                 continue

@@ -121,3 +121,68 @@ def test_shipped_model_rejects_a_toxic_answer_through_the_gate():
     assert tone.source == "onnx" and tone.flagged
     assert any(label in rejected.reason for label in tone.flagged), rejected.reason
     assert not accepted.validators["tone"].flagged
+    # Plain Russian must not read as unsafe (the English vocabulary used to flag it).
+    russian = gate.validate(Case(id="r", question="Где мой заказ?",
+                                 answer="Ваш заказ отправлен вчера и прибудет в течение трёх дней."))
+    assert not russian.validators["tone"].flagged, russian.validators["tone"].scores
+
+
+def with_fallback_languages(models: Path, tmp_path: Path, languages: list[str]) -> Path:
+    """A copy of the tiny tone folder whose manifest routes `languages` to the heuristic."""
+    import shutil
+
+    from autovalidators.inference.manifest import write_manifest
+
+    folder = tmp_path / "tone"
+    shutil.copytree(models / "tone", folder)
+    fields = load_manifest(folder).model_dump()
+    for key in ("format_version", "files"):
+        fields.pop(key)
+    write_manifest(folder, {**fields, "fallback_languages": languages})
+    return folder
+
+
+def test_languages_in_the_manifest_go_to_the_heuristic_and_the_rest_to_the_model(tiny_models, tmp_path):
+    folder = with_fallback_languages(tiny_models, tmp_path, ["ru"])
+    v = ToneValidator(folder, load_manifest(folder), threads=1)
+    cases = [Case(id="en", question="q", answer=TEXTS[0]),
+             Case(id="ru-clean", question="q", answer="Спасибо за вопрос, заказ уже отправлен."),
+             Case(id="ru-obscene", question="q", answer="Да пошёл ты, мудак, со своим заказом."),
+             Case(id="empty", question="q", answer=" ")]
+    en, ru_clean, ru_obscene, empty = v.predict(cases)
+    assert en.source == "onnx" and ru_clean.source == ru_obscene.source == "heuristic"
+    assert not ru_clean.flagged and "obscenity" in ru_obscene.flagged
+    assert not empty.applies
+    # served_scores (what the benchmark scores) flags exactly what predict serves.
+    texts = [c.answer for c in cases[:3]]
+    served, routed = v.served_scores(texts)
+    assert routed.tolist() == [False, True, True]
+    for row, output in zip(served, (en, ru_clean, ru_obscene)):
+        assert v.flagged(row) == output.flagged
+    np.testing.assert_allclose(served[0], v.scores(texts[:1])[0])
+
+
+def test_without_fallback_languages_russian_goes_to_the_model(tiny_models):
+    v = validator(tiny_models)
+    (output,) = v.predict([Case(id="ru", question="q", answer="Спасибо за вопрос.")])
+    assert output.source == "onnx" and not v.fallback_languages
+
+
+@pytest.mark.slow
+def test_export_refuses_fallback_languages_for_a_task_without_routing(tiny_models, tmp_path):
+    import dataclasses
+
+    from autovalidators.training.config import ExportConfig, TaskConfig, TrainConfig
+    from autovalidators.training.export import ExportError, export
+    from autovalidators.training.tasks import get_task
+    from autovalidators.training.tasks.tone import TonePrepareConfig
+
+    root = tiny_models.parent
+    config = TaskConfig[TonePrepareConfig](
+        prepare=TonePrepareConfig(output_dir=str(root)),
+        train=TrainConfig(base_model=str(root / "encoder"), train_file=str(root / "train.jsonl"),
+                          dev_file=str(root / "dev.jsonl"), output_dir=str(root / "run")),
+        export=ExportConfig(fallback_languages=["ru"]))
+    spec = dataclasses.replace(get_task("tone"), language_fallback=False)
+    with pytest.raises(ExportError, match="fallback_languages"):
+        export(spec, root / "run", tmp_path / "tone", config)

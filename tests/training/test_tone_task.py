@@ -157,6 +157,17 @@ def test_dev_from_train_moves_whole_groups_of_a_source_into_the_dev_file(tmp_pat
     assert all(r["source"] == "olid" for r in moved) and dev_rows[0]["id"] == "d"
 
 
+def test_model_languages_leave_other_languages_out_of_sampled_train_and_dev(tmp_path):
+    rows = [{**record(f"t{i}"), "source": "mixed", "group": f"g{i}", "language": "ru" if i % 3 == 0 else "en"}
+            for i in range(30)]
+    write_jsonl(tmp_path / "train.jsonl", rows)
+    write_jsonl(tmp_path / "dev.jsonl", [{**record("d-en"), "language": "en"}, {**record("d-ru"), "language": "ru"}])
+    config = TonePrepareConfig(output_dir=str(tmp_path), model_languages=["en"])
+    assert sample_train(config) == {"train_sampled": 20, "dev_sampled": 1}
+    assert {r["language"] for r in read_jsonl(tmp_path / "train_sampled.jsonl")} == {"en"}
+    assert [r["id"] for r in read_jsonl(tmp_path / "dev_sampled.jsonl")] == ["d-en"]
+
+
 def test_prepare_refuses_a_label_scheme_that_differs(tmp_path):
     from autovalidators.training.tasks.tone import prepare
 

@@ -61,6 +61,8 @@ class TaskSpec:
     # The task's TaskConfig YAML under configs/ when it is not `<name>.yaml` (tone: that name holds
     # the label scheme, so its train/export config is `tone_model.yaml`).
     config_file: str = ""
+    # True when the task's runtime validator routes `export.fallback_languages` to its heuristic.
+    language_fallback: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property

@@ -69,6 +69,10 @@ class TonePrepareConfig(StrictModel):
     # one (OLID: its holdout and train/dev split used the same hash, so all of it landed in train).
     dev_from_train: dict[str, float] = {}
     dev_file_sampled: str = "dev_sampled.jsonl"
+    # Languages the model is trained and tuned on (None = all). Rows in other languages are left out
+    # of the sampled train and dev files: at run time they go to the heuristic
+    # (`export.fallback_languages`), so they should neither take training steps nor move thresholds.
+    model_languages: list[str] | None = None
     seed: int = 13
     # Held-out benchmark files written by the labeller, read by `autovalidators benchmark tone`.
     benchmark_files: list[str] = Field(default_factory=lambda: ["benchmark_olid.jsonl", "benchmark_ru_toxic_val.jsonl"])
@@ -85,7 +89,7 @@ def prepare(config: TonePrepareConfig) -> dict[str, Any]:
                          f"model's {list(TONE_LABELS)}; change training/tasks/tone.py TONE_LABELS with them")
     report = build(label_config, config.output_dir, data_root=config.data_root, sources=config.sources,
                    use_llm=config.llm)
-    if config.max_train_per_source or config.dev_from_train:
+    if config.max_train_per_source or config.dev_from_train or config.model_languages is not None:
         report["splits"].update(sample_train(config))
     notes = [f"{len(report['bad_rows'])} bad source rows skipped (see labelling_report.json)"]
     if report.get("disagreements"):
@@ -97,7 +101,8 @@ def prepare(config: TonePrepareConfig) -> dict[str, Any]:
 def sample_train(config: TonePrepareConfig) -> dict[str, int]:
     """Writes `<output_dir>/<train_file_sampled>`: train.jsonl minus the `dev_from_train` groups,
     with `max_train_per_source` applied (a seeded sample per capped source, file order kept); and,
-    when `dev_from_train` is set, `<dev_file_sampled>` = dev.jsonl plus the moved groups.
+    when `dev_from_train` or `model_languages` is set, `<dev_file_sampled>` = dev.jsonl plus the
+    moved groups. Both keep only `model_languages` rows when that is set.
     Returns rows written per file stem."""
     import random
 
@@ -105,7 +110,12 @@ def sample_train(config: TonePrepareConfig) -> dict[str, int]:
     from autovalidators.data_prep.splits import grouped_split
 
     out = Path(config.output_dir)
-    records = list(read_jsonl(out / "train.jsonl"))
+    languages = set(config.model_languages) if config.model_languages is not None else None
+
+    def modelled(record: dict) -> bool:
+        return languages is None or record.get("language") in languages
+
+    records = [r for r in read_jsonl(out / "train.jsonl") if modelled(r)]
     by_source: dict[str, list[int]] = {}
     for index, record in enumerate(records):
         by_source.setdefault(record["source"], []).append(index)
@@ -124,8 +134,8 @@ def sample_train(config: TonePrepareConfig) -> dict[str, int]:
                     else random.Random(f"{config.seed}:{source}").sample(indices, cap))
     written = {Path(config.train_file_sampled).stem: write_jsonl(out / config.train_file_sampled,
                                                                  [records[i] for i in sorted(keep)])}
-    if config.dev_from_train:
-        dev = list(read_jsonl(out / "dev.jsonl"))
+    if config.dev_from_train or languages is not None:
+        dev = [r for r in read_jsonl(out / "dev.jsonl") if modelled(r)]
         written[Path(config.dev_file_sampled).stem] = write_jsonl(
             out / config.dev_file_sampled, dev + [{**records[i], "split": "dev"} for i in sorted(moved)])
     logger.info("wrote %s (caps %s, moved to dev %s)", written, config.max_train_per_source, config.dev_from_train)
@@ -262,6 +272,7 @@ SPEC = ToneSpec(
     window_aggregation="max",
     benchmark="autovalidators.training.benchmark_tone:benchmark",
     config_file="tone_model.yaml",
+    language_fallback=True,
     extra={"input": "[CLS] text [SEP]", "score": "sigmoid(logits) per label",
            "missing_labels": "target -1, masked out of the BCE",
            "imbalance": f"pos_weight = n_neg/n_pos per label on train, clipped to [1, {POS_WEIGHT_CAP:g}]",
