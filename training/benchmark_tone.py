@@ -17,6 +17,8 @@ production), at the manifest's per-label thresholds, on sets never trained on:
 Scores are taken as served (`ToneValidator.served_scores`): texts in the manifest's
 `fallback_languages` go to the lexicon heuristic. For every set with such texts, the model's own
 scores on it are reported beside ("<variant> model only"), so the routing is a measured choice.
+The lexicon heuristic (the fallback without a model) is scored on the same sets at its own 0.5
+threshold ("baseline: heuristic"): the bar a shipped model has to clear.
 
 Latency: one short text (a one-sentence answer) and a batch of 32 such texts, `threads` intra-op
 threads, p50/p95 of end-to-end `scores()` calls (tokenisation included); torch eager (model forward
@@ -35,7 +37,9 @@ from typing import Any, Sequence
 import numpy as np
 
 from autovalidators.data_prep.io import read_jsonl
+from autovalidators.inference.case import Case
 from autovalidators.inference.manifest import load_manifest
+from autovalidators.inference.validators.heuristic import HeuristicTone
 from autovalidators.inference.validators.tone import ToneValidator
 
 from .benchmark import load_torch_model, machine, print_table, time_calls, update_manifest_metrics
@@ -121,6 +125,12 @@ def predictions(scores: dict[str, np.ndarray], sets: dict[str, list[dict]], labe
                          "gold": record.get("labels", {}),
                          "scores": {label: round(float(s), 5) for label, s in zip(labels, row)}})
     return rows
+
+
+def heuristic_scores(fallback: HeuristicTone, texts: Sequence[str], labels: Sequence[str]) -> np.ndarray:
+    """(n_texts, n_labels) scores of the lexicon heuristic, in `labels` order (0 for a label it lacks)."""
+    outputs = fallback.predict([Case(id=str(i), question="", answer=text) for i, text in enumerate(texts)])
+    return np.array([[o.scores.get(label, 0.0) for label in labels] for o in outputs], dtype=np.float64)
 
 
 def latency(validator: ToneValidator) -> dict[str, Any]:
@@ -216,6 +226,13 @@ def benchmark(spec: TaskSpec, task_config: TaskConfig, model_dir: Path, *, run_d
         report["latency"][name] = latency(validator)
         if name == shipped:
             report["predictions"] = predictions(scores, sets, labels)
+    # The lexicon heuristic the gate falls back to without a model, on the same sets: the bar a
+    # shipped model has to clear.
+    fallback = HeuristicTone()
+    baseline_scores = {name: heuristic_scores(fallback, [r["text"] for r in records], labels)
+                       for name, records in sets.items()}
+    report["quality"]["baseline: heuristic"] = quality(baseline_scores, sets, labels,
+                                                       {label: fallback.threshold for label in labels})
     if torch_latency and validator is not None:
         measured = globals()["torch_latency"](spec, run_dir / "best", validator, threads)
         if measured:
@@ -232,6 +249,8 @@ def benchmark(spec: TaskSpec, task_config: TaskConfig, model_dir: Path, *, run_d
             "routed_to_heuristic": report.get("routed_to_heuristic", {}),
             "model_only": {k: report["quality"][f"{shipped} model only"].get(k) for k in ("ru_toxic_val", "test_all")}
             if f"{shipped} model only" in report["quality"] else None,
+            "baseline_heuristic": {k: report["quality"]["baseline: heuristic"].get(k)
+                                   for k in ("olid_level_a", "ru_toxic_val", "test_all")},
             "latency": report["latency"][shipped], "threads": threads,
             "command": "autovalidators benchmark tone --config configs/tone_model.yaml", "machine": report["machine"]}})
     return report

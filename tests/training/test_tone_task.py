@@ -250,7 +250,9 @@ def test_benchmark_reports_olid_rule_ru_toxicity_fp32_int8_and_predictions(tone_
     write_jsonl(root / "benchmark_ru_toxic_val.jsonl", rows[:9])
     config = TaskConfig[TonePrepareConfig](prepare=TonePrepareConfig(output_dir=str(root)))
     report = benchmark(SPEC, config, root / "models" / "tone", threads=1, torch_latency=False)
-    assert set(report["quality"]) == {"int8", "fp32"}
+    assert set(report["quality"]) == {"int8", "fp32", "baseline: heuristic"}  # nothing routed: no "model only"
+    baseline = report["quality"]["baseline: heuristic"]
+    assert baseline["olid_level_a"]["examples"] == 24 and baseline["ru_toxic_val"]["known"] == 9
     int8 = report["quality"]["int8"]
     assert 0.0 <= int8["olid_level_a"]["macro_f1"] <= 1.0 and int8["olid_level_a"]["examples"] == 24
     assert set(int8["test_by_source"]) == {"tiny"}
@@ -268,3 +270,34 @@ def test_benchmark_reports_olid_rule_ru_toxicity_fp32_int8_and_predictions(tone_
     result = olid_level_a(scores, records, labels, {label: 0.5 for label in labels})
     assert result["any_abusive"]["macro_f1"] == 1.0 and result["toxicity_only"]["macro_f1"] < 1.0
     assert "insult" in ABUSIVE_LABELS and "politics" not in ABUSIVE_LABELS
+
+
+@pytest.mark.slow
+def test_benchmark_scores_routed_languages_as_served_and_by_the_model_alone(tone_export, tmp_path):
+    import shutil
+
+    from autovalidators.inference.manifest import load_manifest, write_manifest
+    from autovalidators.training.benchmark_tone import benchmark
+    from autovalidators.training.config import TaskConfig
+
+    root, _, _ = tone_export
+    folder = tmp_path / "tone"
+    shutil.copytree(root / "models" / "tone", folder)
+    fields = load_manifest(folder).model_dump()
+    for key in ("format_version", "files"):
+        fields.pop(key)
+    write_manifest(folder, {**fields, "fallback_languages": ["ru"]})
+    data = tmp_path / "prepared"
+    rows = tiny_tone_records(12)
+    russian = [{**record("Да пошёл ты, мудак.", toxicity=1), "id": "ru1", "language": "ru"},
+               {**record("Спасибо, заказ отправлен.", toxicity=0), "id": "ru2", "language": "ru"}]
+    write_jsonl(data / "test.jsonl", rows)
+    write_jsonl(data / "benchmark_ru_toxic_val.jsonl", russian)
+    config = TaskConfig[TonePrepareConfig](prepare=TonePrepareConfig(output_dir=str(data)))
+    report = benchmark(SPEC, config, folder, run_dir=root / "run", threads=1, torch_latency=False)
+    assert report["routed_to_heuristic"] == {"ru_toxic_val": 2} and report["fallback_languages"] == ["ru"]
+    served, alone = report["quality"]["int8"]["ru_toxic_val"], report["quality"]["int8 model only"]["ru_toxic_val"]
+    # As served, the lexicon decides the Russian rows: the obscene one is caught, the polite one is not.
+    assert served["precision"] == 1.0 and served["recall"] == 1.0
+    assert alone["known"] == served["known"] == 2
+    assert "test_all" not in report["quality"]["int8 model only"]  # only sets with routed rows
