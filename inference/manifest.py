@@ -105,3 +105,9 @@ def write_manifest(folder: str | Path, manifest_fields: dict[str, Any]) -> Manif
     manifest = Manifest.model_validate({"format_version": FORMAT_VERSION, **manifest_fields, "files": files})
     (folder / MANIFEST_NAME).write_text(json.dumps(manifest.model_dump(), indent=2, ensure_ascii=False) + "\n")
     return manifest
+
+
+def update_manifest(folder: str | Path, **changes: Any) -> Manifest:
+    """Rewrites a verified folder's manifest with `changes` (top-level fields), files re-hashed."""
+    fields = load_manifest(folder).model_dump(exclude={"format_version", "files"})
+    return write_manifest(folder, {**fields, **changes})

@@ -18,7 +18,7 @@ from rich.console import Console
 from rich.table import Table
 
 from autovalidators.inference.latency import percentiles
-from autovalidators.inference.manifest import MANIFEST_NAME, load_manifest, write_manifest
+from autovalidators.inference.manifest import MANIFEST_NAME, load_manifest, update_manifest
 
 from .config import TaskConfig
 from .tasks.base import TaskSpec
@@ -78,12 +78,7 @@ def load_torch_model(spec: TaskSpec, best: Path, threads: int):
 
 def update_manifest_metrics(folder: Path, metrics: dict[str, Any]) -> None:
     """Rewrites the manifest with `metrics` merged in (files re-hashed, so it stays verifiable)."""
-    manifest = load_manifest(folder)
-    fields = manifest.model_dump()
-    for key in ("format_version", "files"):
-        fields.pop(key)
-    fields["metrics"] = {**fields["metrics"], **metrics}
-    write_manifest(folder, fields)
+    update_manifest(folder, metrics={**load_manifest(folder).metrics, **metrics})
     logger.info("wrote benchmark metrics into %s", folder / MANIFEST_NAME)
 
 

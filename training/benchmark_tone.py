@@ -214,10 +214,12 @@ def benchmark(spec: TaskSpec, task_config: TaskConfig, model_dir: Path, *, run_d
         for set_name, records in sets.items():
             logger.info("scoring %s with %s: %d texts", set_name, name, len(records))
             texts = [r["text"] for r in records]
-            scores[set_name], routed = validator.served_scores(texts)
+            # The model's own scores on every text, routed ones included: the evidence for (or
+            # against) routing; the served scores reuse them for the texts the model keeps.
+            alone = validator.scores(texts)
+            scores[set_name], routed = validator.served_scores(texts, model_scores=alone)
             if routed.any():
-                # The model's own scores on the same texts: the evidence for (or against) routing.
-                model_only[set_name] = validator.scores(texts)
+                model_only[set_name] = alone
                 routed_sets[set_name] = records
                 report.setdefault("routed_to_heuristic", {})[set_name] = int(routed.sum())
         report["quality"][name] = quality(scores, sets, labels, validator.thresholds)

@@ -143,17 +143,21 @@ class ToneValidator:
     def flagged(self, scores: np.ndarray) -> tuple[str, ...]:
         return tuple(label for label, score in zip(self.labels, scores) if score >= self.thresholds[label])
 
-    def served_scores(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    def served_scores(self, texts: Sequence[str], model_scores: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Scores as `predict` serves them, on the model's threshold scale, and the routed mask.
 
         Texts routed to the heuristic get its scores shifted so that its threshold lands on the
         label's manifest threshold (clipped to [0, 1]): one threshold per label then reads every
         row, which is what the benchmark needs to score a mixed-language set as served.
+        `model_scores`: `scores(texts)` when the caller already has them (the benchmark also
+        reports the model alone), so no text is scored twice.
         """
         routed = np.array([self.routed_to_fallback(t) for t in texts], dtype=bool)
         out = np.zeros((len(texts), len(self.labels)), dtype=np.float64)
         modelled, fallback_rows = np.flatnonzero(~routed), np.flatnonzero(routed)
-        if len(modelled):
+        if model_scores is not None:
+            out[modelled] = model_scores[modelled]
+        elif len(modelled):
             out[modelled] = self.scores([texts[i] for i in modelled])
         if len(fallback_rows):
             cases = [Case(id=str(i), question="", answer=texts[i]) for i in fallback_rows]

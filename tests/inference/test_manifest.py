@@ -10,7 +10,7 @@ import pytest
 onnx = pytest.importorskip("onnx")
 from onnx import TensorProto, helper  # noqa: E402
 
-from autovalidators.inference.manifest import ManifestError, load_manifest, write_manifest  # noqa: E402
+from autovalidators.inference.manifest import ManifestError, load_manifest, update_manifest, write_manifest  # noqa: E402
 from autovalidators.inference.onnx_session import OnnxSession  # noqa: E402
 from autovalidators.inference.validators import load_validator  # noqa: E402
 
@@ -48,6 +48,17 @@ def test_manifest_round_trip_records_every_files_sha256(model_folder):
     manifest = load_manifest(model_folder)
     assert set(manifest.files) == {"model.onnx", "tokenizer.json"}
     assert len(manifest.model_sha256) == 64
+
+
+def test_update_keeps_other_fields_and_rehashes_but_refuses_a_tampered_folder(model_folder):
+    before = load_manifest(model_folder)
+    updated = update_manifest(model_folder, fallback_languages=["ru"])
+    assert load_manifest(model_folder) == updated
+    assert updated.fallback_languages == ["ru"] and updated.files == before.files
+    assert updated.model_dump(exclude={"fallback_languages"}) == before.model_dump(exclude={"fallback_languages"})
+    (model_folder / "tokenizer.json").write_text('{"tampered": true}')
+    with pytest.raises(ManifestError, match="does not match"):  # never re-hashes over a bad file
+        update_manifest(model_folder, fallback_languages=[])
 
 
 def test_a_changed_file_is_refused(model_folder):

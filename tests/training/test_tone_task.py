@@ -276,17 +276,14 @@ def test_benchmark_reports_olid_rule_ru_toxicity_fp32_int8_and_predictions(tone_
 def test_benchmark_scores_routed_languages_as_served_and_by_the_model_alone(tone_export, tmp_path):
     import shutil
 
-    from autovalidators.inference.manifest import load_manifest, write_manifest
+    from autovalidators.inference.manifest import update_manifest
     from autovalidators.training.benchmark_tone import benchmark
     from autovalidators.training.config import TaskConfig
 
     root, _, _ = tone_export
     folder = tmp_path / "tone"
     shutil.copytree(root / "models" / "tone", folder)
-    fields = load_manifest(folder).model_dump()
-    for key in ("format_version", "files"):
-        fields.pop(key)
-    write_manifest(folder, {**fields, "fallback_languages": ["ru"]})
+    update_manifest(folder, fallback_languages=["ru"])
     data = tmp_path / "prepared"
     rows = tiny_tone_records(12)
     russian = [{**record("Да пошёл ты, мудак.", toxicity=1), "id": "ru1", "language": "ru"},
