@@ -17,7 +17,6 @@ Pairs are deduplicated on (normalised question, normalised answer), split by que
 from __future__ import annotations
 
 import csv
-import json
 import logging
 import random
 import re
@@ -31,7 +30,7 @@ from autovalidators.inference.config import StrictModel
 from autovalidators.inference.text import language_of, split_sentences
 
 from .data_card import write_data_card
-from .io import DataError, write_jsonl
+from .io import DataError, iter_jsonl, write_jsonl
 from .splits import grouped_split
 from .squad import iter_squad
 
@@ -200,27 +199,27 @@ def read_squad(source: SquadSource, hard_negatives: int, rng: random.Random) -> 
     return pairs
 
 
-def _rows(source: UserSource) -> Iterator[tuple[int, dict]]:
+def _rows(source: UserSource) -> Iterator[tuple[int, dict | None, str | None]]:
+    """`(line number, row, problem)` per row of a user file; CSV rows number from 2 (after the header)."""
     path = Path(source.path)
     if not path.is_file():
         raise DataError(f"{path}: no such file (user source {source.name!r})")
+    if source.format == "jsonl":
+        yield from iter_jsonl(path)
+        return
     with open(path, encoding="utf-8", newline="") as handle:
-        if source.format == "csv":
-            yield from enumerate(csv.DictReader(handle), start=2)
-            return
-        for number, line in enumerate(handle, start=1):
-            if line.strip():
-                try:
-                    yield number, json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise DataError(f"{path}:{number}: malformed JSON ({exc.msg})") from None
+        for number, row in enumerate(csv.DictReader(handle), start=2):
+            yield number, row, None
 
 
 def read_user_source(source: UserSource) -> tuple[list[Pair], list[str]]:
     """Pairs from your file via the column mapping; bad rows are skipped and reported, not fatal."""
     pairs, errors = [], []
-    for number, row in _rows(source):
+    for number, row, problem in _rows(source):
         where = f"{source.path}:{number}"
+        if problem is not None:
+            errors.append(f"{where}: {problem}")
+            continue
         try:
             question, answer, label = row[source.question], row[source.answer], row[source.label]
         except (KeyError, TypeError) as exc:

@@ -18,7 +18,6 @@ which case they score zero; either way the report says how many there were.
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import re
@@ -28,9 +27,11 @@ from collections import Counter
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from autovalidators.data_prep.io import iter_jsonl
 
 from ..embeddings import EmbeddingsUnavailable
 
@@ -174,22 +175,11 @@ def cosine_scorer(mode: str = "auto") -> tuple[Callable[[Sequence[str], Sequence
 # --- reading inputs ----------------------------------------------------------------------------
 
 
-def _json_lines(path: Path) -> Iterable[tuple[int, Any, str | None]]:
-    with open(path, "rb") as handle:
-        for number, raw in enumerate(handle, start=1):
-            if not raw.strip():
-                continue
-            try:
-                yield number, json.loads(raw.decode("utf-8")), None
-            except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-                yield number, None, f"not a JSON line ({exc})"
-
-
 def read_triples(path: str | Path) -> tuple[list[Triple], list[LineError]]:
     """Every valid triple in the file, and an error per bad or duplicate line."""
     path = Path(path)
     triples, errors, seen = [], [], set()
-    for number, record, problem in _json_lines(path):
+    for number, record, problem in iter_jsonl(path):
         if problem is None:
             try:
                 triple = Triple.model_validate(record)
@@ -212,11 +202,9 @@ def read_predictions(path: str | Path) -> tuple[dict[str, str], list[LineError]]
     path = Path(path)
     predictions: dict[str, str] = {}
     errors = []
-    for number, record, problem in _json_lines(path):
+    for number, record, problem in iter_jsonl(path):
         if problem is None:
-            if not isinstance(record, dict):
-                problem = "expected a JSON object with id and prediction"
-            elif not isinstance(record.get("id"), (str, int)) or isinstance(record.get("id"), bool):
+            if not isinstance(record.get("id"), (str, int)) or isinstance(record.get("id"), bool):
                 problem = "field 'id': missing or not a string"
             elif not isinstance(record.get("prediction"), str):
                 problem = "field 'prediction': missing or not a string"

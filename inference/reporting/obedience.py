@@ -36,22 +36,16 @@ DETAIL_FIELDS = ("id", "language", "changed", "question", "context", "answer_con
 
 def read_pairs(path: str | Path) -> tuple[list[dict[str, Any]], list[str]]:
     """Valid pairs and one message per bad line (file:line: what is wrong); bad lines are skipped."""
-    import json
+    from autovalidators.data_prep.io import iter_jsonl
 
     pairs, errors = [], []
-    with open(path, encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                errors.append(f"{path}:{number}: malformed JSON ({exc.msg})")
-                continue
-            missing = [k for k in REQUIRED if not isinstance(record, dict) or not isinstance(record.get(k), str)]
-            if missing:
-                errors.append(f"{path}:{number}: missing or non-text field(s) {', '.join(missing)}")
-                continue
+    for number, record, problem in iter_jsonl(path):
+        missing = [] if problem else [k for k in REQUIRED if not isinstance(record.get(k), str)]
+        if missing:
+            problem = f"missing or non-text field(s) {', '.join(missing)}"
+        if problem:
+            errors.append(f"{path}:{number}: {problem}")
+        else:
             pairs.append(record)
     return pairs, errors
 

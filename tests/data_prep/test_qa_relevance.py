@@ -133,12 +133,16 @@ def test_user_jsonl_missing_column_names_line_and_mapping(tmp_path):
     assert f"{path}:2" in errors[0] and "answer='a'" in errors[0]
 
 
-def test_malformed_source_files_raise_data_errors_naming_the_line(sources, tmp_path):
+def test_bad_public_files_raise_and_bad_user_lines_are_skipped_and_named(sources, tmp_path):
     _, wikiqa, _, _ = sources
     (wikiqa / "WikiQASent-train.txt").write_text("only a question\n")
     with pytest.raises(DataError, match="WikiQASent-train.txt:1"):
         build_pairs(config_for(tmp_path, wikiqa, None, tmp_path / "none.json", squad_sources=[]))
+    # A user file's bad lines are reported and skipped, never fatal: the rest is read.
     bad = tmp_path / "bad.jsonl"
-    bad.write_text("{not json\n")
-    with pytest.raises(DataError, match="bad.jsonl:1"):
-        read_user_source(UserSource(name="u", path=str(bad)))
+    bad.write_bytes(b'{not json\n[1, 2]\n{"question": "q?", "answer": "\xff"}\n'
+                    b'{"question": "Who?", "answer": "Him.", "label": 1}\n')
+    pairs, errors = read_user_source(UserSource(name="u", path=str(bad)))
+    assert [(p.question, p.label) for p in pairs] == [("Who?", 1)]
+    assert [e.split(": ", 1)[0] for e in errors] == [f"{bad}:1", f"{bad}:2", f"{bad}:3"]
+    assert "malformed JSON" in errors[0] and "expected a JSON object" in errors[1] and "invalid UTF-8" in errors[2]
