@@ -88,7 +88,8 @@ def plain_tokenizer(tokenizer: Any) -> Any:
     return cached[1]
 
 
-def _special_id(tokenizer: Any, names: Sequence[str]) -> int:
+def special_token_id(tokenizer: Any, names: Sequence[str]) -> int:
+    """The id of the first of `names` (BERT or RoBERTa spelling) the tokenizer knows."""
     for name in names:
         token_id = tokenizer.token_to_id(name)
         if token_id is not None:
@@ -113,8 +114,8 @@ def build_windows(
         AnswerTooLongError: the answer leaves fewer than `min_context_tokens` for context.
     """
     backend = plain_tokenizer(tokenizer)
-    cls_id = _special_id(backend, ("[CLS]", "<s>"))
-    sep_id = _special_id(backend, ("[SEP]", "</s>"))
+    cls_id = special_token_id(backend, ("[CLS]", "<s>"))
+    sep_id = special_token_id(backend, ("[SEP]", "</s>"))
     q_ids = backend.encode(question, add_special_tokens=False).ids[:max_question_tokens]
     c_ids = backend.encode(context, add_special_tokens=False).ids
     a_enc = backend.encode(answer, add_special_tokens=False)

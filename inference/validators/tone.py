@@ -32,6 +32,7 @@ from ..manifest import Manifest
 from ..onnx_session import OnnxSession
 from ..results import ToneOutput
 from ..text import language_of
+from ..windowing import plain_tokenizer, special_token_id
 from .base import ValidatorInfo
 from .heuristic import HeuristicTone
 
@@ -44,14 +45,6 @@ class TextWindows:
 
     windows: list[list[int]]
     n_tokens: int  # content tokens of the whole text (without special tokens)
-
-
-def _special_id(tokenizer: Tokenizer, names: Sequence[str]) -> int:
-    for name in names:
-        token_id = tokenizer.token_to_id(name)
-        if token_id is not None:
-            return int(token_id)
-    raise ValueError(f"tokenizer has none of the special tokens {list(names)}")
 
 
 def split_windows(ids: Sequence[int], max_length: int, stride: int, cls_id: int, sep_id: int) -> list[list[int]]:
@@ -95,13 +88,10 @@ class ToneValidator:
             raise ValueError(f"{folder}: window stride {self.stride} must be below the {self.max_length - 2} "
                              "content tokens of a window")
         self.batch_size = batch_size
-        self.tokenizer = Tokenizer.from_file(str(folder / manifest.tokenizer_file))
-        # Shipped tokenizer.json files often carry truncation (MiniLM's: 128): switch it off, the
-        # windows below decide where texts are cut.
-        self.tokenizer.no_truncation()
-        self.tokenizer.no_padding()
-        self.cls_id = _special_id(self.tokenizer, ("[CLS]", "<s>"))
-        self.sep_id = _special_id(self.tokenizer, ("[SEP]", "</s>"))
+        # Truncation off: the windows below decide where texts are cut.
+        self.tokenizer = plain_tokenizer(Tokenizer.from_file(str(folder / manifest.tokenizer_file)))
+        self.cls_id = special_token_id(self.tokenizer, ("[CLS]", "<s>"))
+        self.sep_id = special_token_id(self.tokenizer, ("[SEP]", "</s>"))
         self.session = OnnxSession(model_path or folder / manifest.model_file, threads=threads)
         self.info = ValidatorInfo("tone", "onnx", manifest.version, manifest.model_sha256)
         self.fallback_languages = frozenset(manifest.fallback_languages)
