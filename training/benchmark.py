@@ -82,12 +82,23 @@ def update_manifest_metrics(folder: Path, metrics: dict[str, Any]) -> None:
     logger.info("wrote benchmark metrics into %s", folder / MANIFEST_NAME)
 
 
-def run_benchmark(spec: TaskSpec, task_config: TaskConfig, model_dir: Path, **options: Any) -> dict[str, Any]:
-    """Runs the task's benchmark (see `TaskSpec.benchmark`) and returns its JSON report."""
+def run_benchmark(spec: TaskSpec, task_config: TaskConfig, model_dir: Path, *, command: str | None = None,
+                  **options: Any) -> dict[str, Any]:
+    """Runs the task's benchmark (see `TaskSpec.benchmark`) and returns its JSON report.
+
+    `command`: the command line that reproduces the run (the CLI passes its own); it goes into the
+    report and, with `update_manifest=True`, into the manifest's `metrics.benchmark.command`.
+    """
     if not spec.benchmark:
         raise ValueError(f"task {spec.name} has no benchmark yet")
     if not (Path(model_dir) / MANIFEST_NAME).is_file():
         raise FileNotFoundError(f"{model_dir}: no manifest.json; export a model first")
     module_name, attribute = spec.benchmark.split(":")
     function = getattr(importlib.import_module(module_name), attribute)
-    return function(spec, task_config, Path(model_dir), **options)
+    report = function(spec, task_config, Path(model_dir), **options)
+    if command:
+        report["command"] = command
+        if options.get("update_manifest"):
+            benchmark = dict(load_manifest(model_dir).metrics.get("benchmark") or {})
+            update_manifest_metrics(Path(model_dir), {"benchmark": {**benchmark, "command": command}})
+    return report

@@ -251,6 +251,5 @@ def benchmark(spec: TaskSpec, task_config: TaskConfig, model_dir: Path, *, run_d
             "quality": scores(report["quality"]), "baselines": scores(report["baselines"]),
             "latency": report["latency"], "threads": threads,
             "speedup_512_p50": report.get("speedup_512_p50"), "excluded": report["excluded"],
-            "command": "autovalidators benchmark fact-spans --config configs/fact_spans_model.yaml",
             "machine": report["machine"]}})
     return report

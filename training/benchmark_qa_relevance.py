@@ -147,6 +147,6 @@ def benchmark(spec: TaskSpec, task_config: TaskConfig, model_dir: Path, *, run_d
     if update_manifest:
         update_manifest_metrics(model_dir, {"benchmark": {
             "quality": report["quality"][shipped], "latency": report["latency"][shipped], "threads": threads,
-            "command": "autovalidators benchmark qa-relevance", "machine": report["machine"]}})
+            "machine": report["machine"]}})
     logger.debug("report: %s", json.dumps(report)[:500])
     return report

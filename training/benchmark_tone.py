@@ -254,5 +254,5 @@ def benchmark(spec: TaskSpec, task_config: TaskConfig, model_dir: Path, *, run_d
             "baseline_heuristic": {k: report["quality"]["baseline: heuristic"].get(k)
                                    for k in ("olid_level_a", "ru_toxic_val", "test_all")},
             "latency": report["latency"][shipped], "threads": threads,
-            "command": "autovalidators benchmark tone --config configs/tone_model.yaml", "machine": report["machine"]}})
+            "machine": report["machine"]}})
     return report

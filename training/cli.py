@@ -44,19 +44,14 @@ def _load(task: str, config: Optional[Path]):
         raise _fail(str(exc)) from None
 
 
-def _record_benchmark_command(model: Path, cli_name: str, config: Optional[Path]) -> None:
-    """The manifest names the command that reproduces its benchmark numbers, config and folder included."""
-    from autovalidators.inference.manifest import load_manifest
-
-    from .benchmark import update_manifest_metrics
-
+def _benchmark_command_line(cli_name: str, config: Optional[Path], model: Path, output: Path) -> str:
+    """The command that reproduces a benchmark run: written into its report and manifest."""
     command = ["autovalidators", "benchmark", cli_name]
     if config is not None:
         command += ["--config", str(config)]
     if model != Path("models") / cli_name.replace("-", "_"):
         command += ["--model", str(model)]
-    benchmark = dict(load_manifest(model).metrics.get("benchmark") or {})
-    update_manifest_metrics(model, {"benchmark": {**benchmark, "command": " ".join(command)}})
+    return " ".join(command + ["--output", str(output)])
 
 
 def _register(task: str) -> None:
@@ -133,11 +128,10 @@ def _register(task: str) -> None:
         spec, task_config = _load(task, config)
         try:
             report = run_benchmark(spec, task_config, model, run_dir=run, threads=threads,
-                                   torch_latency=torch_latency, update_manifest=update_manifest)
+                                   torch_latency=torch_latency, update_manifest=update_manifest,
+                                   command=_benchmark_command_line(cli_name, config, model, output))
         except (FileNotFoundError, ValueError) as exc:
             raise _fail(str(exc)) from None
-        if update_manifest:
-            _record_benchmark_command(model, cli_name, config)
         output.parent.mkdir(parents=True, exist_ok=True)
         output.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
         console.print(f"wrote {output}")

@@ -41,6 +41,9 @@ def test_train_export_benchmark_commands(tiny_encoder, tiny_data, tmp_path, make
     assert "torch_eager" in report["latency"]
     # The numbers the benchmark measured are now in the (still verifiable) manifest.
     assert load_manifest(models).metrics["benchmark"]["quality"] == report["quality"]["int8"]
+    # Report and manifest name the command that reproduces them, with this run's config and folders.
+    command = f"autovalidators benchmark qa-relevance --config {path} --model {models} --output {report_path}"
+    assert report["command"] == command == load_manifest(models).metrics["benchmark"]["command"]
 
 
 def test_bad_config_is_a_clear_error(tmp_path):
