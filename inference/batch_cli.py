@@ -1,0 +1,173 @@
+"""`autovalidators batch`: score a log of any size, locally or on Ray Data, resumable.
+
+Registered at CLI start (`inference.cli.COMMAND_MODULES`); pyarrow and Ray load inside the command.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any, Iterator, Optional
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.table import Table
+
+from .cli import _fail, app, console
+from .config import ConfigError, load_gate_config
+from .manifest import ManifestError
+
+ENGINES = ("local", "ray")
+ERRORS_SHOWN = 10  # bad records printed in the summary; all are in the output
+
+
+def default_threads(engine: str, workers: int) -> int | None:
+    """onnxruntime threads per worker: the cores shared out (Ray: one CPU per actor)."""
+    if engine == "ray":
+        return 1
+    return max(1, (os.cpu_count() or 1) // workers) if workers > 1 else None
+
+
+def score_log(input: Path, output: Path, *, engine: str = "local", workers: int = 1, ray_address: str | None = None,
+              config: str | None = None, validators: list[str] | None = None, models_dir: str | None = None,
+              threads: int | None = None, shard_lines: int = 512, progress: Any = None) -> dict[str, Any]:
+    """Scores `input` into `output` (skipping what is there already) and returns the run's summary.
+
+    `progress`: an object with `start(total)` (records still to score) and `advance(n)` (records
+    written), for a progress bar.
+    Raises `BatchInputError`, `ConfigError`, `ManifestError` or `ValueError` before scoring starts
+    when the run cannot start.
+    """
+    from .batch_engine import ShardScorer, peak_rss_mb, run_local, run_ray
+    from .batch_io import open_sink, plan_shards
+
+    if engine not in ENGINES:
+        raise ValueError(f"--engine {engine!r}: choose {' or '.join(ENGINES)}")
+    gate_config = load_gate_config(config)  # a bad policy fails here, before any worker starts
+    names = validators or gate_config.validators
+    sink = open_sink(output)
+    done = sink.done_keys()
+    shards, total = plan_shards(input, shard_lines)
+    scorer = ShardScorer(config, names, models_dir, threads if threads else default_threads(engine, workers), done)
+    if engine == "local" and workers <= 1:
+        scorer.gate  # noqa: B018  (builds the models now: a bad model folder fails before the bar starts)
+    if progress:
+        progress.start(max(total - len(done), 0))
+    started = time.perf_counter()
+    if engine == "ray":
+        chunks: Iterator[dict[str, list]] = run_ray(shards, scorer, workers, ray_address)
+    else:
+        chunks = run_local(shards, scorer, workers)
+    decisions: Counter[str] = Counter()
+    errors: list[str] = []
+    worker_rss: dict[int, float] = {}
+    written = 0
+    first_chunk: tuple[float, int] | None = None  # (seconds, records) when the first results arrived
+    try:
+        for chunk in chunks:
+            for pid, rss in zip(chunk.pop("worker_pid"), chunk.pop("worker_peak_rss_mb")):
+                worker_rss[int(pid)] = max(worker_rss.get(int(pid), 0.0), float(rss))
+            sink.write(chunk)
+            written += len(chunk["id"])
+            if first_chunk is None:
+                first_chunk = (time.perf_counter() - started, written)
+            decisions.update(d for d in chunk["decision"] if d)
+            errors.extend(e for e in chunk["error"] if e)
+            if progress:
+                progress.advance(len(chunk["id"]))
+    finally:
+        sink.close()
+    seconds = time.perf_counter() - started
+    # Steady state: records after the first chunk over the time after it, so start-up (a Ray
+    # runtime, model loading) is not spread over a small job. The 10M-case estimates use it.
+    steady = None
+    if first_chunk and written > first_chunk[1] and seconds > first_chunk[0]:
+        steady = round((written - first_chunk[1]) / (seconds - first_chunk[0]), 2)
+    return {
+        "input": str(input), "output": str(output), "engine": engine, "workers": workers,
+        "threads_per_worker": scorer.threads, "validators": list(names),
+        "records": total, "skipped_already_done": len(done), "written": written,
+        "decisions": dict(sorted(decisions.items())), "bad_records": len(errors), "errors": errors[:100],
+        "seconds": round(seconds, 3), "cases_per_s": round(written / seconds, 2) if seconds > 0 else None,
+        "startup_seconds": round(first_chunk[0], 3) if first_chunk else None, "steady_cases_per_s": steady,
+        "workers_peak_rss_mb": {str(pid): rss for pid, rss in sorted(worker_rss.items())},
+        "driver_peak_rss_mb": round(peak_rss_mb(), 1),
+    }
+
+
+@app.command("batch")
+def batch(
+    input: Path = typer.Argument(..., help="cases as JSONL, or Parquet (a file or a folder of .parquet files)"),
+    output: Path = typer.Option(..., "--output", "-o", help="results: .jsonl (validate's lines) or .parquet "
+                                "(a folder of part files); a rerun skips the ids already there"),
+    engine: str = typer.Option("local", help="local (this process, or a process pool with --workers) or ray"),
+    workers: int = typer.Option(1, min=1, help="parallel workers, each loads the models once"),
+    ray_address: Optional[str] = typer.Option(None, "--ray-address", help="an existing Ray cluster "
+                                              "(e.g. auto or ray://host:10001); default: start a local one"),
+    validators: Optional[str] = typer.Option(None, help="comma-separated: fact_spans,qa_relevance,tone"),
+    config: Optional[Path] = typer.Option(None, help="gate policy YAML (default: configs/gate.yaml)"),
+    models_dir: Optional[Path] = typer.Option(None, help="folder with trained validators (default: models/)"),
+    threads: Optional[int] = typer.Option(None, min=1, help="onnxruntime threads per worker "
+                                          "(default: cores / workers; Ray: 1 per actor)"),
+    shard_lines: int = typer.Option(512, min=1, help="JSONL lines per shard (Parquet: one row group per shard)"),
+    summary_json: Optional[Path] = typer.Option(None, "--summary-json", help="also write the summary here"),
+    quiet: bool = typer.Option(False, help="no progress bar"),
+) -> None:
+    """Score a large log: streaming, resumable, on this machine or Ray Data; a summary at the end.
+
+    Exit codes as for validate: 1 when some records were bad (each has an error record in the output)."""
+    from .batch_io import BatchInputError
+
+    if engine != "ray" and ray_address:
+        raise _fail("--ray-address needs --engine ray")
+    names = [n.strip() for n in validators.split(",") if n.strip()] if validators else None
+    columns = [TextColumn("scoring"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn()]
+    with Progress(*columns, console=console, disable=quiet) as bar:
+        task = bar.add_task("scoring", total=None)
+        try:
+            summary = score_log(input, output, engine=engine, workers=workers, ray_address=ray_address,
+                                config=str(config) if config else None, validators=names,
+                                models_dir=str(models_dir) if models_dir else None, threads=threads,
+                                shard_lines=shard_lines, progress=_Bar(bar, task))
+        except (BatchInputError, ConfigError, ManifestError, ValueError) as exc:
+            raise _fail(str(exc)) from None
+    print_batch_summary(summary)
+    if summary_json:
+        summary_json.parent.mkdir(parents=True, exist_ok=True)
+        summary_json.write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
+    if summary["bad_records"]:
+        raise typer.Exit(code=1)
+
+
+class _Bar:
+    """`score_log`'s progress: the total is known once the input's shards are planned."""
+
+    def __init__(self, bar: Progress, task: Any):
+        self.bar, self.task = bar, task
+
+    def start(self, total: int) -> None:
+        self.bar.update(self.task, total=total)
+
+    def advance(self, n: int) -> None:
+        self.bar.advance(self.task, n)
+
+
+def print_batch_summary(summary: dict[str, Any]) -> None:
+    table = Table(title=f"batch {summary['input']} -> {summary['output']}")
+    for column in ("engine", "workers", "records", "skipped (done)", "written", "bad", "seconds", "cases/s",
+                   "peak RSS per worker MB"):
+        table.add_column(column, justify="right")
+    rss = summary["workers_peak_rss_mb"]
+    table.add_row(summary["engine"], str(summary["workers"]), str(summary["records"]),
+                  str(summary["skipped_already_done"]), str(summary["written"]), str(summary["bad_records"]),
+                  f"{summary['seconds']:.1f}", f"{summary['cases_per_s'] or 0:.1f}",
+                  ", ".join(f"{v:.0f}" for v in rss.values()) or "-")
+    console.print(table)
+    console.print("decisions: " + (", ".join(f"{k} {v}" for k, v in summary["decisions"].items()) or "none"))
+    for error in summary["errors"][:ERRORS_SHOWN]:
+        console.print(f"[red]bad record[/red] {error}")
+    if summary["bad_records"] > ERRORS_SHOWN:
+        console.print(f"... and {summary['bad_records'] - ERRORS_SHOWN} more bad records (error records in the output)")
