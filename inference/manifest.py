@@ -14,6 +14,11 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 MANIFEST_NAME = "manifest.json"
+# The benchmark results shipped beside a model (`benchmark <task> --update-manifest` writes them):
+# a description of the model, not part of it, so it is not in `files` and not verified on load;
+# the report checks its `model_sha256` against the manifest instead.
+BENCHMARK_NAME = "benchmark.json"
+UNHASHED = (MANIFEST_NAME, BENCHMARK_NAME)
 FORMAT_VERSION = 1
 
 
@@ -97,10 +102,11 @@ def load_manifest(folder: str | Path, *, verify: bool = True) -> Manifest:
 
 
 def write_manifest(folder: str | Path, manifest_fields: dict[str, Any]) -> Manifest:
-    """Hashes every file in `folder` (but the manifest) and writes a validated manifest.json."""
+    """Hashes every file in `folder` (but the manifest and the benchmark results) and writes a
+    validated manifest.json."""
     folder = Path(folder)
     files = {
-        p.name: sha256_of(p) for p in sorted(folder.iterdir()) if p.is_file() and p.name != MANIFEST_NAME
+        p.name: sha256_of(p) for p in sorted(folder.iterdir()) if p.is_file() and p.name not in UNHASHED
     }
     manifest = Manifest.model_validate({"format_version": FORMAT_VERSION, **manifest_fields, "files": files})
     (folder / MANIFEST_NAME).write_text(json.dumps(manifest.model_dump(), indent=2, ensure_ascii=False) + "\n")

@@ -8,6 +8,7 @@ thread count (stated in the report), after warm-up runs.
 from __future__ import annotations
 
 import importlib
+import json
 import logging
 import platform
 import time
@@ -18,12 +19,20 @@ from rich.console import Console
 from rich.table import Table
 
 from autovalidators.inference.latency import percentiles
-from autovalidators.inference.manifest import MANIFEST_NAME, load_manifest, update_manifest
+from autovalidators.inference.manifest import BENCHMARK_NAME, MANIFEST_NAME, load_manifest, sha256_of, update_manifest
 
 from .config import TaskConfig
 from .tasks.base import TaskSpec
 
 logger = logging.getLogger(__name__)
+
+# The shipped copy of a benchmark (models/<name>/benchmark.json) keeps every metric but at most
+# this many per-example predictions per list (evenly spaced, so each set keeps its share) with
+# texts cut to TEXT_CHARS: enough for the report's curves, calibration and worst errors, small
+# enough to commit (~1 MB).
+SHIPPED_PREDICTIONS = 2000
+TEXT_CHARS = 280
+TEXT_FIELDS = ("question", "answer", "text", "context")
 
 
 def time_calls(function: Callable[[], Any], runs: int, warmup: int = 3) -> dict[str, float]:
@@ -101,4 +110,59 @@ def run_benchmark(spec: TaskSpec, task_config: TaskConfig, model_dir: Path, *, c
         if options.get("update_manifest"):
             benchmark = dict(load_manifest(model_dir).metrics.get("benchmark") or {})
             update_manifest_metrics(Path(model_dir), {"benchmark": {**benchmark, "command": command}})
+    if options.get("update_manifest"):
+        write_shipped_benchmark(Path(model_dir), report, spec.name)
     return report
+
+
+def compact_report(report: dict[str, Any], limit: int = SHIPPED_PREDICTIONS, text_chars: int = TEXT_CHARS
+                   ) -> dict[str, Any]:
+    """A copy of a benchmark report for shipping: every number kept, `predictions` lists thinned
+    to `limit` evenly spaced rows with texts cut to `text_chars`; `compact` says what was cut."""
+    kept: dict[str, dict[str, int]] = {}
+
+    def shrink(value: Any, path: tuple[str, ...]) -> Any:
+        if isinstance(value, dict):
+            return {k: shrink(v, path + (str(k),)) for k, v in value.items()}
+        if isinstance(value, list) and path and path[-1] == "predictions":
+            step = max(1, -(-len(value) // limit))  # ceil: at most `limit` rows
+            rows = [_cut_texts(row, text_chars) for row in value[::step]]
+            kept[".".join(path)] = {"kept": len(rows), "of": len(value)}
+            return rows
+        if isinstance(value, list):
+            return [shrink(v, path) for v in value]
+        return value
+
+    compact = shrink(report, ())
+    compact["compact"] = {"predictions": kept, "text_chars": text_chars,
+                          "note": "metrics are computed on every example; curves use the kept predictions"}
+    return compact
+
+
+def _cut_texts(row: Any, text_chars: int) -> Any:
+    if not isinstance(row, dict):
+        return row
+    return {k: (v[:text_chars] + " …" if k in TEXT_FIELDS and isinstance(v, str) and len(v) > text_chars else v)
+            for k, v in row.items()}
+
+
+def data_hashes(report: dict[str, Any], task: str) -> dict[str, str]:
+    """sha256 of the data files a report names (as the report section reads them), hashed now."""
+    from autovalidators.inference.reporting.adapters import data_files_for
+
+    return {name: sha256_of(Path(path)) for name, path in data_files_for(task, report).items()
+            if isinstance(path, str) and Path(path).is_file()}
+
+
+def write_shipped_benchmark(model_dir: Path, report: dict[str, Any], task: str) -> Path:
+    """Writes `<model_dir>/benchmark.json`: the compact report, with data hashes, that ships with the
+    model so `autovalidators report` shows its numbers without the prepared data. Not in the
+    manifest's sha256 set (see `inference.manifest.BENCHMARK_NAME`)."""
+    compact = compact_report(report)
+    recorded = compact.get("data_sha256") if isinstance(compact.get("data_sha256"), dict) else {}
+    compact["data_sha256"] = {**data_hashes(report, task), **recorded}
+    compact.setdefault("model_sha256", load_manifest(model_dir, verify=False).model_sha256)
+    path = model_dir / BENCHMARK_NAME
+    path.write_text(json.dumps(compact, ensure_ascii=False, separators=(",", ":")) + "\n", encoding="utf-8")
+    logger.info("wrote %s (%.0f kB)", path, path.stat().st_size / 1e3)
+    return path

@@ -160,6 +160,25 @@ def tone_files(data: dict[str, Any]) -> dict[str, str]:
     return {name: str(Path(folder) / names[name]) for name in sets if name in names}
 
 
+def busy_machine(data: dict[str, Any]) -> list[str]:
+    """A note when the benchmark ran with more runnable work than cores: its latency is inflated."""
+    machine = data.get("machine") if isinstance(data.get("machine"), dict) else {}
+    load, cores = number(machine.get("load_average_1m")), number(machine.get("cpu_count"))
+    if load is None or not cores or load <= cores:
+        return []
+    return [f"latency measured on a busy machine (load average {load:.1f} on {cores:.0f} cores): "
+            "expect it lower on an idle one"]
+
+
+# Sections whose benchmark JSON names its data in its own way; the rest use `data_files`.
+DATA_FILES: dict[str, Callable[[dict[str, Any]], dict[str, str]]] = {"tone": tone_files}
+
+
+def data_files_for(section: str, data: dict[str, Any]) -> dict[str, str]:
+    """{name: path} of the data behind a section's benchmark JSON (hashed for provenance)."""
+    return DATA_FILES.get(section, data_files)(data)
+
+
 def model_section(name: str, labels: tuple[str, ...] = (), files: Callable[[dict], dict[str, str]] = data_files,
                   lookup_texts: bool = False) -> Callable[..., ValidatorSection]:
     """The adapter of a model validator: metrics, latency, predictions, provenance.
@@ -179,6 +198,7 @@ def model_section(name: str, labels: tuple[str, ...] = (), files: Callable[[dict
                 notes.append(f"{key}: {value:.2f}x")
             elif key == "excluded" and isinstance(value, dict):
                 notes += [f"excluded from {group}: {why}" for group, why in value.items()]
+        notes += busy_machine(data)
         return ValidatorSection(name=name, status="benchmarked",
                                 provenance=provenance(data, file, section, notes, named),
                                 metrics=metric_rows(data, set(labels)), scored=sets, confusion=confusions(data, sets),
@@ -213,7 +233,7 @@ def adapt_obedience(data: dict[str, Any], file: Path, section: SectionConfig, co
 
 ADAPTERS: dict[str, Callable[[dict[str, Any], Path, SectionConfig, ReportConfig], ValidatorSection]] = {
     "qa_relevance": model_section("qa_relevance"),
-    "tone": model_section("tone", TONE_LABELS, files=tone_files),
+    "tone": model_section("tone", TONE_LABELS, files=DATA_FILES["tone"]),
     "fact_spans": model_section("fact_spans", ("HALLUCINATION", "NOISE", "FACT"), lookup_texts=True),
     "obedience": adapt_obedience,
     "gate": adapt_gate,

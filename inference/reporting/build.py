@@ -20,6 +20,7 @@ from typing import Callable
 
 from pydantic import ValidationError
 
+from ..manifest import BENCHMARK_NAME, MANIFEST_NAME, ManifestError, load_manifest
 from .adapters import ADAPTERS
 from .render import Figure, render_html, render_markdown
 from .schema import Provenance, Report, ReportConfig, ValidatorSection
@@ -33,11 +34,34 @@ def _command(config: ReportConfig, name: str, benchmarks_dir: Path) -> str:
     return section.command.format(file=benchmarks_dir / section.file)
 
 
+def models_dir(config: ReportConfig) -> Path:
+    """The config's models folder; outside a checkout (a relative path that is not there) the
+    installed package's shipped models."""
+    folder = Path(config.models_dir)
+    if not folder.is_absolute() and not folder.is_dir():
+        from ..validators import DEFAULT_MODELS_DIR
+
+        return DEFAULT_MODELS_DIR
+    return folder
+
+
+def shipped_benchmark(config: ReportConfig, name: str) -> Path | None:
+    """`<models_dir>/<needs_model>/benchmark.json`, the results shipped with the model, if any."""
+    needs = config.sections[name].needs_model
+    path = models_dir(config) / needs / BENCHMARK_NAME if needs else None
+    return path if path is not None and path.is_file() else None
+
+
 def read_section(name: str, config: ReportConfig, benchmarks_dir: Path) -> ValidatorSection:
-    """One section from its benchmark JSON, or the reason there is none."""
+    """One section from its benchmark JSON (a run here, else the one shipped with the model), or
+    the reason there is none."""
     section = config.sections[name]
     path = benchmarks_dir / section.file
     command = _command(config, name, benchmarks_dir)
+    notes = []
+    if not path.is_file() and shipped_benchmark(config, name):
+        path = shipped_benchmark(config, name)
+        notes.append(f"numbers shipped with the model ({path}); to measure them on this machine: {command}")
     if not path.is_file():
         return ValidatorSection(name=name, status="not benchmarked",
                                 message=f"no benchmark JSON at {path}; run: {command}",
@@ -49,12 +73,29 @@ def read_section(name: str, config: ReportConfig, benchmarks_dir: Path) -> Valid
         adapter = ADAPTERS.get(name)
         if adapter is None:
             raise ValueError(f"no report adapter for {name!r}; known: {', '.join(sorted(ADAPTERS))}")
-        return adapter(data, path, section, config)
+        result = adapter(data, path, section, config)
     except (json.JSONDecodeError, ValueError, KeyError, TypeError, ValidationError) as exc:
         logger.warning("%s: cannot read %s: %s", name, path, exc)
         return ValidatorSection(name=name, status="unreadable", message=f"{path}: {type(exc).__name__}: {exc}",
                                 provenance=Provenance(command=command, command_recorded=False,
                                                       benchmark_file=str(path)))
+    notes += _stale(config, name, result.provenance.model_sha256, command)
+    return result.model_copy(update={"notes": notes + result.notes}) if notes else result
+
+
+def _stale(config: ReportConfig, name: str, measured_sha: str, command: str) -> list[str]:
+    """A note when the benchmark measured another model than the one in the models folder."""
+    needs = config.sections[name].needs_model
+    if not needs or not measured_sha:
+        return []
+    try:
+        current = load_manifest(models_dir(config) / needs, verify=False).model_sha256
+    except ManifestError:
+        return []
+    if current == measured_sha:
+        return []
+    return [f"measured on model sha256 {measured_sha[:12]}…, but {models_dir(config) / needs} now holds "
+            f"{current[:12]}…: these numbers are not this model's; re-run: {command}"]
 
 
 def run_benchmarks(config: ReportConfig, benchmarks_dir: Path, log_dir: Path,
@@ -67,8 +108,14 @@ def run_benchmarks(config: ReportConfig, benchmarks_dir: Path, log_dir: Path,
     outcomes: dict[str, str] = {}
     log_dir.mkdir(parents=True, exist_ok=True)
     for name, section in config.sections.items():
-        if section.needs_model and not (Path(config.models_dir) / section.needs_model / "manifest.json").is_file():
-            outcomes[name] = f"skipped: no model in {Path(config.models_dir) / section.needs_model}"
+        if section.needs_model and not (models_dir(config) / section.needs_model / MANIFEST_NAME).is_file():
+            outcomes[name] = f"skipped: no model in {models_dir(config) / section.needs_model}"
+            continue
+        missing = [p for p in section.needs_data if not Path(p).exists()]
+        if missing:
+            shown = " (the report shows the numbers shipped with the model)" if shipped_benchmark(config, name) else ""
+            outcomes[name] = (f"skipped: no prepared data at {missing[0]}; run `{section.prepare}` first, "
+                              f"then report --run again{shown}")
             continue
         command = _command(config, name, benchmarks_dir)
         if step:
@@ -83,6 +130,9 @@ def run_benchmarks(config: ReportConfig, benchmarks_dir: Path, log_dir: Path,
         with open(log, "w", encoding="utf-8") as sink:
             finished = subprocess.run(argv, stdout=sink, stderr=subprocess.STDOUT, check=False)
         outcomes[name] = "ran" if finished.returncode == 0 else f"failed (exit {finished.returncode}; see {log})"
+        hint = re.search(r"run:? `(autovalidators prepare [^`]+)`", log.read_text(encoding="utf-8", errors="replace"))
+        if finished.returncode != 0 and hint:  # the benchmark says which data it lacked
+            outcomes[name] += f"; it needs prepared data: run `{hint.group(1)}` first"
     return outcomes
 
 

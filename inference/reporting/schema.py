@@ -117,7 +117,12 @@ class SectionConfig(StrictModel):
     # The command that writes it; `{file}` becomes the JSON path. `report --run` runs it.
     command: str
     # A model folder under models_dir that must exist for `--run` to run the command (None: always).
+    # Its `benchmark.json` (shipped with the model) is read when benchmarks_dir has no `file`.
     needs_model: str | None = None
+    # Prepared data the command reads: when one of these paths is missing, `--run` skips the
+    # command and says to run `prepare` first, instead of reporting a failure.
+    needs_data: list[str] = Field(default_factory=list)
+    prepare: str = ""
 
 
 class ReportConfig(StrictModel):

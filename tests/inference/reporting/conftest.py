@@ -143,3 +143,9 @@ def report_config() -> ReportConfig:
     from autovalidators.inference.config import CONFIG_DIR, load_config
 
     return load_config(CONFIG_DIR / "report.yaml", ReportConfig)
+
+
+@pytest.fixture
+def qa_relevance_benchmark() -> dict:
+    """One qa_relevance benchmark JSON (a model folder's shipped benchmark.json in some tests)."""
+    return qa_relevance_json(random.Random(1))

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from autovalidators.inference.reporting.build import build_report, draw_figures, write_report
+from autovalidators.inference.validators import DEFAULT_MODELS_DIR
 
 pytest.importorskip("matplotlib", reason="the report's plots need matplotlib (the train extra)")
 
@@ -46,14 +47,10 @@ def run_chromium(binary: str, profile: Path, *args: str) -> subprocess.Completed
                           capture_output=True, text=True, timeout=120, check=False)
 
 
-@pytest.mark.slow
-def test_every_image_in_the_html_report_loads_in_chromium(benchmarks, report_config, tmp_path):
-    binary = chromium()
-    report = build_report(report_config, benchmarks, "browser", "autovalidators report (test)")
-    paths = write_report(report, draw_figures(report, report_config), tmp_path / "report")
-    html = paths["html"].read_text(encoding="utf-8")
+def assert_every_image_loads(binary: str, html_path: Path, tmp_path: Path, at_least: int) -> None:
+    html = html_path.read_text(encoding="utf-8")
     expected = len(re.findall(r"<img ", html))
-    assert expected >= 10
+    assert expected >= at_least
     probed = tmp_path / "probed.html"
     probed.write_text(html.replace("</body>", PROBE + "</body>"), encoding="utf-8")
     # The page is opened from a folder without the img/ files, so only the data: URIs can load.
@@ -66,5 +63,28 @@ def test_every_image_in_the_html_report_loads_in_chromium(benchmarks, report_con
     # And it renders: a screenshot of the page is a non-trivial PNG.
     shot = tmp_path / "report.png"
     run_chromium(binary, tmp_path / "profile2", "--window-size=1280,2400", "--hide-scrollbars",
-                 f"--screenshot={shot}", paths["html"].as_uri())
+                 f"--screenshot={shot}", html_path.as_uri())
     assert shot.is_file() and shot.stat().st_size > 20_000
+
+
+@pytest.mark.slow
+def test_every_image_in_the_html_report_loads_in_chromium(benchmarks, report_config, tmp_path):
+    binary = chromium()
+    report = build_report(report_config, benchmarks, "browser", "autovalidators report (test)")
+    paths = write_report(report, draw_figures(report, report_config), tmp_path / "report")
+    assert_every_image_loads(binary, paths["html"], tmp_path, at_least=10)
+
+
+@pytest.mark.slow
+def test_fresh_clone_report_shows_the_shipped_numbers_in_chromium(report_config, tmp_path):
+    """No out/benchmarks and no prepared data: the shipped models' own benchmark.json fill the page."""
+    binary = chromium()
+    config = report_config.model_copy(update={"models_dir": str(DEFAULT_MODELS_DIR)})
+    report = build_report(config, tmp_path / "no-benchmarks", "fresh", "autovalidators report")
+    shipped = [n for n in ("fact_spans", "qa_relevance", "tone") if (DEFAULT_MODELS_DIR / n / "manifest.json").is_file()]
+    assert shipped and {s.name for s in report.sections if s.status == "benchmarked"} == set(shipped)
+    paths = write_report(report, draw_figures(report, config), tmp_path / "report")
+    html = paths["html"].read_text(encoding="utf-8")
+    for name in shipped:
+        assert f"{DEFAULT_MODELS_DIR / name / 'benchmark.json'}" in html
+    assert_every_image_loads(binary, paths["html"], tmp_path, at_least=4 * len(shipped))
