@@ -21,7 +21,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from autovalidators.inference.manifest import MANIFEST_NAME, Manifest, write_manifest
+from autovalidators.inference.manifest import BENCHMARK_NAME, MANIFEST_NAME, Manifest, write_manifest
 from autovalidators.inference.onnx_session import OnnxSession
 
 from .config import ExportConfig, TaskConfig
@@ -30,7 +30,9 @@ from .trainer import load_records, predict_logits
 
 logger = logging.getLogger(__name__)
 
-SHIPPED_FILES = ("model.onnx", "tokenizer.json", MANIFEST_NAME)
+# What an export replaces in a model folder. The old model's benchmark.json goes too: a new model
+# has no numbers until `benchmark <task> --update-manifest` measures it.
+SHIPPED_FILES = ("model.onnx", "tokenizer.json", MANIFEST_NAME, BENCHMARK_NAME)
 
 
 class ExportError(RuntimeError):

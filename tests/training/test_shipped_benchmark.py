@@ -58,3 +58,12 @@ def test_shipped_benchmark_stays_out_of_the_sha256_set(tmp_path):
     assert BENCHMARK_NAME not in manifest.files
     path.write_text(path.read_text().replace("0.3333", "0.9999"))  # re-benchmarked later
     load_manifest(folder)  # still verifies
+
+
+def test_a_new_export_replaces_the_old_models_benchmark(tmp_path):
+    from autovalidators.training.export import _clean_target
+
+    folder = model_folder(tmp_path)
+    (folder / BENCHMARK_NAME).write_text("{}")
+    _clean_target(folder)  # what export does before writing: the old model's numbers go with it
+    assert not any(folder.iterdir())
