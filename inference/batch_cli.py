@@ -16,7 +16,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
-from .cli import _fail, app, console
+from .cli import _fail, app, benchmark_app, console
 from .config import ConfigError, load_gate_config
 from .manifest import ManifestError
 
@@ -171,3 +171,62 @@ def print_batch_summary(summary: dict[str, Any]) -> None:
         console.print(f"[red]bad record[/red] {error}")
     if summary["bad_records"] > ERRORS_SHOWN:
         console.print(f"... and {summary['bad_records'] - ERRORS_SHOWN} more bad records (error records in the output)")
+
+
+@benchmark_app.command("batch")
+def benchmark_batch_command(
+    ragtruth: Path = typer.Option(Path("../shared/datasets/ragtruth_subset/ragtruth_600.jsonl"), "--ragtruth",
+                                  help="RAGTruth rows (reference, response, question) the cases are built from"),
+    cases: int = typer.Option(2000, min=1, help="cases per throughput run (the rows are cycled)"),
+    memory_cases: int = typer.Option(200, min=1, help="cases of the validate memory run"),
+    workers: int = typer.Option(2, min=1, help="Ray workers"),
+    engines: str = typer.Option("validate,local,ray", help="runs: validate, local, ray"),
+    validators: Optional[str] = typer.Option(None, help="comma-separated validator names (default: the gate's)"),
+    models_dir: Optional[Path] = typer.Option(None, help="folder with trained validators (default: models/)"),
+    arena_baseline: bool = typer.Option(True, help="also run the memory case with onnxruntime's arena on"),
+    work: Path = typer.Option(Path("out/benchmarks/batch"), help="folder for the cases and outputs"),
+    json_out: Path = typer.Option(Path("out/benchmarks/batch.json"), "--json", help="where to write the JSON"),
+) -> None:
+    """Cases/s and peak RSS of validate and batch (local, Ray) on the same RAGTruth-sized cases."""
+    from .batch_bench import LOG_CASES, benchmark_batch
+
+    if not ragtruth.is_file():
+        raise _fail(f"{ragtruth}: no such file; point --ragtruth at RAGTruth JSONL (reference, response, question)")
+    chosen = tuple(e.strip() for e in engines.split(",") if e.strip())
+    unknown = sorted(set(chosen) - {"validate", *ENGINES})
+    if unknown:
+        raise _fail(f"--engines: unknown {unknown}; choose from validate, local, ray")
+    try:
+        with console.status("benchmark") as status:
+            report = benchmark_batch(ragtruth, work, cases=cases, memory_cases=memory_cases, workers=workers,
+                                     engines=chosen, validators=validators,
+                                     models_dir=str(models_dir) if models_dir else None,
+                                     arena_baseline=arena_baseline, step=lambda name: status.update(f"running {name}"))
+    except ValueError as exc:
+        raise _fail(str(exc)) from None
+    machine = report["machine"]
+    table = Table(title=f"batch scoring: {cases} RAGTruth-sized cases, {machine['cores']} cores, "
+                        f"load {machine['load_average_1m']} -> {report['machine_after']['load_average_1m']}")
+    for column in ("run", "cases", "wall s", "cases/s", "steady cases/s", "peak RSS MB", "worker RSS MB",
+                   "= validate", f"{LOG_CASES // 1_000_000}M cases: core-h"):
+        table.add_column(column, justify="left" if column == "run" else "right")
+    for row in report["runs"]:
+        if "error" in row:
+            table.add_row(row["run"], str(row["cases"]), "-", "-", "-", "-", "-", "-", f"failed (exit {row['exit']})")
+            continue
+        table.add_row(row["run"], str(row["cases"]), f"{row['seconds']:.1f}", f"{row['cases_per_s']:.1f}",
+                      f"{row['steady_cases_per_s']:.1f}" if row.get("steady_cases_per_s") else "-",
+                      f"{row['peak_rss_mb']:.0f}",
+                      ", ".join(f"{v:.0f}" for v in row.get("workers_peak_rss_mb", [])) or "-",
+                      f"{row['decisions_equal_validate']}/{cases}" if "decisions_equal_validate" in row else "-",
+                      f"{row['core_hours_per_10m']:.1f}")
+    console.print(table)
+    json_out.parent.mkdir(parents=True, exist_ok=True)
+    json_out.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
+    console.print(f"wrote {json_out}")
+    failed = [row["run"] for row in report["runs"] if "error" in row]
+    for row in report["runs"]:
+        if "error" in row:
+            console.print(f"[red]{row['run']} failed[/red]: {row['error']}")
+    if failed:
+        raise typer.Exit(code=1)

@@ -32,6 +32,14 @@ class OnnxSession:
             options.intra_op_num_threads = threads
             options.inter_op_num_threads = 1
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        # Memory: onnxruntime's CPU arena keeps the largest batch's activations reserved for the
+        # life of the session, and memory patterns pre-plan one block per input shape; with two or
+        # three small models that was ~70 MB of a `validate` run's peak RSS (measured by
+        # `autovalidators benchmark batch`, which prints peak RSS beside throughput) for no
+        # measurable speed on these models. AUTOVALIDATORS_ORT_ARENA=1 turns both back on.
+        arena = os.environ.get("AUTOVALIDATORS_ORT_ARENA", "0") == "1"
+        options.enable_cpu_mem_arena = arena
+        options.enable_mem_pattern = arena
         self.path = Path(model_path)
         self.session = ort.InferenceSession(str(self.path), options, providers=["CPUExecutionProvider"])
         self.input_types = {i.name: _NUMPY_TYPES.get(i.type, np.float32) for i in self.session.get_inputs()}
