@@ -39,6 +39,7 @@ for _name, _sub in (("prepare", prepare_app), ("train", train_app), ("export", e
 # Modules that register commands on the apps above. They must import nothing heavy at import
 # time (torch, transformers): the command bodies import what they need.
 COMMAND_MODULES: list[str] = ["autovalidators.inference.serving.cli", "autovalidators.training.cli",
+                              "autovalidators.training.combiner_cli",
                               "autovalidators.inference.regression_cli",
                               "autovalidators.inference.evaluation.atomic_qa_cli",
                               "autovalidators.data_prep.fact_spans.cli",

@@ -63,7 +63,7 @@ def _weight(token: Token) -> float:
     return 2.0 if token.is_number or token.is_capitalized else 1.0
 
 
-def _is_noise_sentence(sentence: Sentence) -> bool:
+def is_noise_sentence(sentence: Sentence) -> bool:
     """Noise when filler phrases cover most of the sentence's words."""
     covered = sum(len(m.group(0)) for m in _NOISE.finditer(sentence.text))
     if not covered:
@@ -71,6 +71,16 @@ def _is_noise_sentence(sentence: Sentence) -> bool:
     residue = _NOISE.sub(" ", sentence.text)
     residue_content = [t for t in tokenize(residue) if not t.is_stopword]
     return len(residue_content) <= 2
+
+
+def capped_support(support: float, missing_number: bool, negation_mismatch: bool) -> float:
+    """A number the context never states, or a negation it never uses, caps a sentence's support:
+    either flips a claim that otherwise shares all its words."""
+    if missing_number:
+        support = min(support, 0.3)
+    if negation_mismatch:
+        support = min(support, 0.4)
+    return support
 
 
 def sentence_support(answer: str, context: str) -> list[SentenceSupport]:
@@ -81,7 +91,7 @@ def sentence_support(answer: str, context: str) -> list[SentenceSupport]:
     context_negated = bool(NEGATIONS & {t.text for t in context_tokens})
     results = []
     for sentence in split_sentences(answer):
-        if _is_noise_sentence(sentence):
+        if is_noise_sentence(sentence):
             results.append(SentenceSupport(sentence, True, 1.0, (), False))
             continue
         tokens = tokenize(sentence.text)
@@ -93,10 +103,7 @@ def sentence_support(answer: str, context: str) -> list[SentenceSupport]:
         negated = bool(NEGATIONS & {t.text for t in tokens})
         # A negation the context never uses flips a claim that otherwise shares all its words.
         mismatch = negated and not context_negated
-        if missing_numbers:
-            support = min(support, 0.3)
-        if mismatch:
-            support = min(support, 0.4)
+        support = capped_support(support, bool(missing_numbers), mismatch)
         results.append(SentenceSupport(sentence, False, support, missing_numbers, mismatch))
     return results
 

@@ -37,6 +37,7 @@ from autovalidators.inference.manifest import load_manifest
 from autovalidators.inference.results import FactSpansOutput, Span, SpanLabel
 from autovalidators.inference.validators.fact_spans import FactSpanValidator
 from autovalidators.inference.validators.base import Validator, ValidatorInfo
+from autovalidators.inference.validators.grounding_spans import TASK as GROUNDING_TASK
 from autovalidators.inference.validators.heuristic import HeuristicFactSpans
 
 from .benchmark import load_torch_model, machine, print_table, time_calls, update_manifest_metrics
@@ -186,6 +187,11 @@ def torch_latency(spec: TaskSpec, best: Path, validator: FactSpanValidator, thre
 def benchmark(spec: TaskSpec, task_config: TaskConfig, model_dir: Path, *, run_dir: Path | None = None,
               threads: int = 2, torch_latency: bool = True, update_manifest: bool = False) -> dict[str, Any]:
     manifest = load_manifest(model_dir)
+    if manifest.task == GROUNDING_TASK:  # the shipped sentence-grounding model has its own benchmark
+        from .benchmark_grounding import benchmark_grounding
+
+        return benchmark_grounding(model_dir, manifest, run_dir=run_dir, threads=threads,
+                                   torch_latency=torch_latency, update_manifest=update_manifest)
     run_dir = Path(run_dir or manifest.training.get("run_dir", ""))
     data_dir = Path(task_config.prepare.out_dir)
     groups, excluded = load_heldout(data_dir)

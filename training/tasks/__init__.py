@@ -13,6 +13,7 @@ TASKS: dict[str, str] = {
     "qa_relevance": "autovalidators.training.tasks.qa_relevance:SPEC",
     "fact_spans": "autovalidators.training.tasks.fact_spans:SPEC",
     "tone": "autovalidators.training.tasks.tone:SPEC",  # multi-label, missing labels masked
+    "grounding": "autovalidators.training.tasks.grounding:SPEC",  # the fact-span model's cross-encoder
 }
 
 

@@ -1,0 +1,236 @@
+"""GroundingFactSpans: the shipped fact-span model, sentence grounding on onnxruntime (no torch).
+
+Per answer sentence (`inference.grounding`): the lexical signals the heuristic computes (shared
+content stems, numbers and names missing from the context, negation mismatch, best-chunk and
+bigram overlap, ...) plus a cross-encoder's P(supported) for (best context chunk, sentence)
+(`model.onnx`, NLI-style) go into one learned combiner (`combiner.onnx`, gradient-boosted trees)
+that gives P(unsupported). Why stacked: on long-form answers word overlap alone beats a small
+cross-encoder, on abstractive summaries the cross-encoder sees paraphrase the overlap cannot; the
+combiner learns how much each counts from judged sentences.
+
+Outputs per case (what the gate reads):
+- `spans`: NOISE for filler sentences; a sentence whose P(unsupported) reaches the dev threshold
+  (manifest `thresholds`: `hallucination/<task>` for the case's task type, `grounding.task_of`,
+  where dev chose one, else `hallucination`) is HALLUCINATION over its unsupported words (content
+  tokens the context never uses, merged into phrases; the whole sentence when every word occurs
+  in the context, e.g. a swapped relation), FACT elsewhere (manifest `training.span_mode`
+  "phrases"), or wholly HALLUCINATION ("sentence");
+- `hallucination_score`: the highest sentence P(unsupported), mapped piecewise-linearly so the
+  threshold sits at 0.5 (the gate's `span_grounding` check then agrees with `hallucinated`);
+- `precision`: length-weighted share of claim sentences' characters labelled FACT;
+- `recall`: share of the context's atomic facts the FACT spans repeat (`heuristics.fact_recall`);
+- `applies=False` without context or answer. Answers in `fallback_languages` (Russian: the
+  English vocabulary cannot read it) go to the heuristic, `source="heuristic"`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+from tokenizers import Tokenizer
+
+from .. import heuristics
+from ..case import Case
+from ..grounding import NLI_FEATURE, ContextIndex, SentenceSignals, sentence_signals, task_of
+from ..manifest import Manifest
+from ..onnx_session import OnnxSession
+from ..results import FactSpansOutput, Span, SpanLabel
+from ..text import language_of
+from . import register_onnx_validator
+from .base import ValidatorInfo
+from .heuristic import HeuristicFactSpans
+
+THRESHOLD_KEY = "hallucination"
+TASK = "fact_spans_grounding"
+
+
+class PairScorer:
+    """P(positive label) of a sentence-pair cross-encoder for (first, second) text pairs.
+
+    Pairs are length-sorted and padded per batch with padding masked, so an fp32 model's score of
+    a pair does not depend on its batch-mates.
+    """
+
+    def __init__(self, model_path: str | Path, tokenizer_path: str | Path, *, max_length: int, positive: int = 1,
+                 batch_size: int = 32, threads: int | None = None):
+        self.tokenizer = Tokenizer.from_file(str(tokenizer_path))
+        self.tokenizer.enable_truncation(max_length, strategy="longest_first")
+        self.tokenizer.no_padding()
+        self.session = OnnxSession(model_path, threads=threads)
+        self.positive, self.batch_size = positive, batch_size
+
+    def scores(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
+        encodings = self.tokenizer.encode_batch(list(pairs)) if pairs else []
+        order = sorted(range(len(encodings)), key=lambda i: len(encodings[i].ids))
+        result = np.zeros(len(encodings), dtype=np.float64)
+        for start in range(0, len(order), self.batch_size):
+            chunk = order[start:start + self.batch_size]
+            width = max(len(encodings[i].ids) for i in chunk)
+            feed = {name: np.zeros((len(chunk), width), dtype=np.int64)
+                    for name in ("input_ids", "attention_mask", "token_type_ids")}
+            for row, index in enumerate(chunk):
+                encoding = encodings[index]
+                n = len(encoding.ids)
+                feed["input_ids"][row, :n] = encoding.ids
+                feed["attention_mask"][row, :n] = encoding.attention_mask
+                feed["token_type_ids"][row, :n] = encoding.type_ids
+            logits = self.session.run(feed)["logits"].astype(np.float64)
+            logits -= logits.max(axis=1, keepdims=True)
+            result[chunk] = (np.exp(logits) / np.exp(logits).sum(axis=1, keepdims=True))[:, self.positive]
+        return result
+
+
+class Combiner:
+    """The stacked scorer: feature rows (FEATURE_NAMES order) -> P(unsupported) per sentence."""
+
+    def __init__(self, model_path: str | Path, *, threads: int | None = None):
+        self.session = OnnxSession(model_path, threads=threads or 1)
+        self.input_name = next(iter(self.session.input_types))
+        self.output = next(n for n in self.session.output_names if "prob" in n)
+
+    def unsupported(self, features: np.ndarray) -> np.ndarray:
+        if len(features) == 0:
+            return np.zeros(0)
+        probabilities = self.session.run({self.input_name: features.astype(np.float32)})[self.output]
+        return np.asarray(probabilities, dtype=np.float64)[:, 0]  # class 0 = unsupported
+
+
+def calibrate(probability: float, threshold: float) -> float:
+    """Maps [0, threshold] onto [0, 0.5] and [threshold, 1] onto [0.5, 1]."""
+    if not 0.0 < threshold < 1.0:
+        return probability
+    if probability < threshold:
+        return 0.5 * probability / threshold
+    return 0.5 + 0.5 * (probability - threshold) / (1.0 - threshold)
+
+
+def sentence_spans(answer: str, signals: Sequence[SentenceSignals], unsupported: np.ndarray, threshold: float,
+                   span_mode: str) -> list[Span]:
+    """FACT / NOISE / HALLUCINATION spans of one answer from its sentences' P(unsupported)."""
+    spans: list[Span] = []
+    claims = iter(unsupported)
+    for signal in signals:
+        s = signal.sentence
+        if signal.is_noise:
+            spans.append(Span(s.start, s.end, SpanLabel.NOISE, 0.9, s.text))
+            continue
+        p = float(next(claims))
+        if p < threshold:
+            spans.append(Span(s.start, s.end, SpanLabel.FACT, 1.0 - p, s.text))
+            continue
+        ranges = signal.unsupported if span_mode == "phrases" and signal.unsupported else [(s.start, s.end)]
+        position = s.start
+        for start, end in ranges:
+            if answer[position:start].strip():
+                spans.append(_trimmed(answer, position, start, SpanLabel.FACT, 1.0 - p))
+            spans.append(Span(start, end, SpanLabel.HALLUCINATION, p, answer[start:end]))
+            position = end
+        if answer[position:s.end].strip():
+            spans.append(_trimmed(answer, position, s.end, SpanLabel.FACT, 1.0 - p))
+    return spans
+
+
+def _trimmed(answer: str, start: int, end: int, label: SpanLabel, score: float) -> Span:
+    piece = answer[start:end]
+    left = len(piece) - len(piece.lstrip())
+    right = len(piece.rstrip())
+    return Span(start + left, start + right, label, score, piece.strip())
+
+
+class GroundingFactSpans:
+    """Batched: every claim sentence of every case goes through one cross-encoder and one
+    combiner call per batch."""
+
+    def __init__(self, scorer: PairScorer | None, combiner: Combiner, *, threshold: float,
+                 task_thresholds: dict[str, float] | None = None, span_mode: str = "phrases",
+                 fallback_languages: Sequence[str] = (), info: ValidatorInfo | None = None):
+        """
+        Args:
+            scorer: the cross-encoder, or None for a lexical-only combiner (its nli feature stays NO_NLI).
+            combiner: the stacked scorer.
+            threshold: P(unsupported) from which a sentence is a hallucination (chosen on dev).
+            task_thresholds: per task type (`grounding.task_of`) where dev chose one of its own.
+            span_mode: "phrases" (unsupported words of a flagged sentence) or "sentence" (all of it).
+            fallback_languages: answer languages handed to the heuristic.
+        """
+        if span_mode not in ("phrases", "sentence"):
+            raise ValueError(f"span_mode {span_mode!r}: choose 'phrases' or 'sentence'")
+        self.scorer, self.combiner = scorer, combiner
+        self.threshold, self.span_mode = float(threshold), span_mode
+        self.task_thresholds = dict(task_thresholds or {})
+        self.fallback = HeuristicFactSpans()
+        self.fallback_languages = set(fallback_languages)
+        self.info = info or ValidatorInfo("fact_spans", "onnx", "candidate")
+
+    @classmethod
+    def from_folder(cls, folder: str | Path, manifest: Manifest, *, threads: int | None = None,
+                    model_path: str | Path | None = None, batch_size: int = 32) -> "GroundingFactSpans":
+        """The shipped model folder; `model_path` swaps in another cross-encoder graph (fp32)."""
+        folder = Path(folder)
+        training = manifest.training
+        if "combiner_file" not in training:
+            raise ValueError(f"{folder}: manifest training.combiner_file is missing; re-export the fact-span model")
+        scorer = PairScorer(model_path or folder / manifest.model_file, folder / manifest.tokenizer_file,
+                            max_length=manifest.window.max_length, batch_size=batch_size, threads=threads)
+        per_task = {key.split("/", 1)[1]: value for key, value in manifest.thresholds.items()
+                    if key.startswith(THRESHOLD_KEY + "/")}
+        return cls(scorer, Combiner(folder / training["combiner_file"], threads=threads),
+                   threshold=manifest.thresholds.get(THRESHOLD_KEY, 0.5), task_thresholds=per_task,
+                   span_mode=training.get("span_mode", "phrases"),
+                   fallback_languages=manifest.fallback_languages,
+                   info=ValidatorInfo("fact_spans", "onnx", manifest.version, manifest.model_sha256))
+
+    def signals(self, cases: Sequence[Case]) -> list[list[SentenceSignals]]:
+        """Per case its sentences' features with the cross-encoder score filled in."""
+        per_case = [sentence_signals(c.answer, ContextIndex.build(c.context_text)) for c in cases]
+        claims = [s for signals in per_case for s in signals if not s.is_noise]
+        if self.scorer is None:
+            return per_case
+        nli = self.scorer.scores([(s.evidence, s.sentence.text) for s in claims])
+        for signal, score in zip(claims, nli):
+            signal.features[NLI_FEATURE] = score
+        return per_case
+
+    def predict(self, cases: Sequence[Case]) -> list[FactSpansOutput]:
+        outputs: list[FactSpansOutput | None] = [None] * len(cases)
+        modelled = []
+        for index, case in enumerate(cases):
+            if not case.context_text.strip() or not case.answer.strip():
+                outputs[index] = FactSpansOutput(applies=False, source="onnx")
+            elif language_of(case.answer) in self.fallback_languages:
+                outputs[index] = self.fallback.predict([case])[0]
+            else:
+                modelled.append(index)
+        per_case = self.signals([cases[i] for i in modelled])
+        features = [s.features for signals in per_case for s in signals if not s.is_noise]
+        unsupported = self.combiner.unsupported(np.stack(features)) if features else np.zeros(0)
+        position = 0
+        for index, signals in zip(modelled, per_case):
+            n = sum(1 for s in signals if not s.is_noise)
+            outputs[index] = self._output(cases[index], signals, unsupported[position:position + n])
+            position += n
+        return outputs  # type: ignore[return-value]
+
+    def threshold_for(self, case: Case) -> float:
+        task = task_of(case.question, case.context_text, str(case.meta.get("task", "")) or None)
+        return self.task_thresholds.get(task, self.threshold)
+
+    def _output(self, case: Case, signals: list[SentenceSignals], unsupported: np.ndarray) -> FactSpansOutput:
+        threshold = self.threshold_for(case)
+        spans = sentence_spans(case.answer, signals, unsupported, threshold, self.span_mode)
+        claim_chars = sum(s.sentence.end - s.sentence.start for s in signals if not s.is_noise)
+        fact_chars = sum(sp.end - sp.start for sp in spans if sp.label is SpanLabel.FACT)
+        worst = float(unsupported.max()) if len(unsupported) else 0.0
+        facts_text = " ".join(sp.text for sp in spans if sp.label is SpanLabel.FACT)
+        return FactSpansOutput(
+            applies=True, hallucinated=bool(len(unsupported)) and worst >= threshold,
+            hallucination_score=calibrate(worst, threshold),
+            precision=fact_chars / claim_chars if claim_chars else 1.0,
+            recall=heuristics.fact_recall(facts_text, case.context_text), spans=tuple(spans), source="onnx")
+
+
+@register_onnx_validator(TASK)
+def _grounding_fact_spans(folder: Path, manifest: Manifest) -> GroundingFactSpans:
+    return GroundingFactSpans.from_folder(folder, manifest)
