@@ -46,7 +46,8 @@ COMMAND_MODULES: list[str] = ["autovalidators.inference.serving.cli", "autovalid
                               "autovalidators.inference.evaluation.cli",
                               "autovalidators.data_prep.tone.cli",
                               "autovalidators.inference.reporting.cli",
-                              "autovalidators.inference.batch_cli"]
+                              "autovalidators.inference.batch_cli",
+                              "autovalidators.training.base_model_cli"]
 # Rich wraps at 80 columns when output is not a terminal; decisions and reasons need more.
 console = Console(stderr=True, width=max(140, shutil.get_terminal_size((140, 24)).columns))
 BATCH_SIZE = 32

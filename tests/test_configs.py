@@ -27,6 +27,7 @@ SCHEMAS = {
     "prompts/tone_labeller_v1.yaml": "autovalidators.data_prep.tone.config:TonePrompt",
     "report.yaml": "autovalidators.inference.reporting.schema:ReportConfig",
     "quickstart_train.yaml": "autovalidators.training.quickstart.config:QuickstartTrainConfig",
+    "base_model.yaml": "autovalidators.training.e5_base:BaseModelConfig",
 }
 
 

@@ -29,6 +29,7 @@ from autovalidators.inference.manifest import sha256_of
 
 from .base_models import load_tokenizer, resolve_base_model
 from .config import TrainConfig
+from .e5_base import read_provenance
 from .tasks.base import IGNORE_INDEX, ProblemType, TaskSpec
 
 logger = logging.getLogger(__name__)
@@ -209,6 +210,8 @@ def train(spec: TaskSpec, config: TrainConfig, *, resume: bool = False, config_s
 
     run_info = {
         "task": spec.name, "base_model": config.base_model, "base_model_path": model_path,
+        # A folder from `autovalidators base-model build` says what it was built from.
+        "base_model_source": read_provenance(model_path),
         "config": config.model_dump(mode="json"), "config_source": config_source,
         "data": {"train": {"file": config.train_file, "sha256": sha256_of(Path(config.train_file)),
                            "examples": len(train_features)},
