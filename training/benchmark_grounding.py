@@ -99,12 +99,13 @@ def _pair_feed(validator: GroundingFactSpans, tokens: int) -> dict[str, np.ndarr
             "token_type_ids": np.array([[0] * len(first) + [1] * (len(claim) + 1)], dtype=np.int64)}
 
 
-def forward_latency(validator: GroundingFactSpans) -> dict[str, Any]:
+def forward_latency(validator: GroundingFactSpans, lengths: Sequence[int] = LATENCY_TOKENS) -> dict[str, Any]:
     session = validator.scorer.session
-    return {str(n): time_calls(lambda feed=_pair_feed(validator, n): session.run(feed), RUNS[n]) for n in LATENCY_TOKENS}
+    return {str(n): time_calls(lambda feed=_pair_feed(validator, n): session.run(feed), RUNS.get(n, 20)) for n in lengths}
 
 
-def torch_forward_latency(best: Path, validator: GroundingFactSpans, threads: int) -> dict[str, Any] | None:
+def torch_forward_latency(best: Path, validator: GroundingFactSpans, threads: int,
+                          lengths: Sequence[int] = LATENCY_TOKENS) -> dict[str, Any] | None:
     from .tasks import get_task
 
     model = load_torch_model(get_task("grounding"), best, threads)
@@ -114,9 +115,9 @@ def torch_forward_latency(best: Path, validator: GroundingFactSpans, threads: in
 
     result = {}
     with torch.inference_mode():
-        for n in LATENCY_TOKENS:
+        for n in lengths:
             feed = {k: torch.from_numpy(v) for k, v in _pair_feed(validator, n).items()}
-            result[str(n)] = time_calls(lambda feed=feed: model(**feed), RUNS[n])
+            result[str(n)] = time_calls(lambda feed=feed: model(**feed), RUNS.get(n, 20))
     return result
 
 
@@ -132,7 +133,8 @@ def per_case_latency(predict, cases: Sequence[Case], rounds: int = 2) -> dict[st
 
 
 def benchmark_grounding(model_dir: Path, manifest: Manifest, *, run_dir: Path | None = None, threads: int = 2,
-                        torch_latency: bool = True, update_manifest: bool = False) -> dict[str, Any]:
+                        torch_latency: bool = True, update_manifest: bool = False,
+                        latency_tokens: Sequence[int] = LATENCY_TOKENS) -> dict[str, Any]:
     data_dir = Path(manifest.training.get("data", {}).get("dir", "prepared/grounding"))
     groups, excluded = load_heldout(data_dir)
     judged = load_judged_test(data_dir)
@@ -169,11 +171,11 @@ def benchmark_grounding(model_dir: Path, manifest: Manifest, *, run_dir: Path | 
         by_group.update({group: score_judged(factory(), records) for group, records in sorted(judged.items())})
         report["baselines"][name] = by_group
 
-    report["latency"]["forward_onnx_int8"] = forward_latency(validator)
+    report["latency"]["forward_onnx_int8"] = forward_latency(validator, latency_tokens)
     if fp32_validator is not None:
-        report["latency"]["forward_onnx_fp32"] = forward_latency(fp32_validator)
+        report["latency"]["forward_onnx_fp32"] = forward_latency(fp32_validator, latency_tokens)
     if torch_latency:
-        measured = torch_forward_latency(run_dir / "best", validator, threads)
+        measured = torch_forward_latency(run_dir / "best", validator, threads, latency_tokens)
         if measured:
             report["latency"]["forward_torch_eager"] = measured
     rag_cases = [Case(id=r["id"], question=r["question"], context=[r["context"]], answer=r["answer"])
@@ -185,8 +187,8 @@ def benchmark_grounding(model_dir: Path, manifest: Manifest, *, run_dir: Path | 
     if "forward_torch_eager" in report["latency"]:
         report["speedup_int8_vs_torch"] = {
             str(n): report["latency"]["forward_torch_eager"][str(n)]["p50_ms"]
-            / report["latency"]["forward_onnx_int8"][str(n)]["p50_ms"] for n in LATENCY_TOKENS}
-    _print(report, threads)
+            / report["latency"]["forward_onnx_int8"][str(n)]["p50_ms"] for n in latency_tokens}
+    _print(report, threads, latency_tokens)
     if update_manifest:
         def scores(by_name: dict[str, dict[str, Any]]) -> dict[str, Any]:
             return {name: {group: {k: v for k, v in r.items() if k != "predictions"} for group, r in by_group.items()}
@@ -199,7 +201,7 @@ def benchmark_grounding(model_dir: Path, manifest: Manifest, *, run_dir: Path | 
     return report
 
 
-def _print(report: dict[str, Any], threads: int) -> None:
+def _print(report: dict[str, Any], threads: int, lengths: Sequence[int]) -> None:
     console = Console(stderr=True, width=170)
     rows = []
     for name, by_group in [*report["quality"].items(), *((f"baseline: {b}", g) for b, g in report["baselines"].items())]:
@@ -213,11 +215,11 @@ def _print(report: dict[str, Any], threads: int) -> None:
     print_table(f"fact_spans held-out quality (threshold {report['threshold']:.3f}, spans: {report['span_mode']})", rows,
                 ["model", "data", "n", "halluc.", "ex P", "ex R", "ex F1", "bal. acc", "char P", "char R", "char F1"],
                 console)
-    forward = [{"runtime": name.removeprefix("forward_"), **{f"{n} p50 ms": r[str(n)]["p50_ms"] for n in LATENCY_TOKENS},
-                **{f"{n} p95 ms": r[str(n)]["p95_ms"] for n in LATENCY_TOKENS}}
+    forward = [{"runtime": name.removeprefix("forward_"), **{f"{n} p50 ms": r[str(n)]["p50_ms"] for n in lengths},
+                **{f"{n} p95 ms": r[str(n)]["p95_ms"] for n in lengths}}
                for name, r in report["latency"].items() if name.startswith("forward_")]
     print_table(f"cross-encoder forward, batch 1 ({threads} threads)", forward,
-                ["runtime"] + [f"{n} p{q} ms" for n in LATENCY_TOKENS for q in (50, 95)], console)
+                ["runtime"] + [f"{n} p{q} ms" for n in lengths for q in (50, 95)], console)
     per_case = [{"path": name.removeprefix("per_case_"), "cases": r["cases"], "p50 ms": r["p50_ms"], "p95 ms": r["p95_ms"]}
                 for name, r in report["latency"].items() if name.startswith("per_case_")]
     print_table(f"per RAGTruth held-out case ({threads} threads)", per_case, ["path", "cases", "p50 ms", "p95 ms"], console)

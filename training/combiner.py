@@ -125,9 +125,15 @@ def answer_scores(data: Featurised, unsupported: np.ndarray) -> np.ndarray:
     return scores
 
 
+# Thresholds stay inside (0, 1): a cut of 0 would flag every answer whatever its score, and the
+# runtime's calibration (threshold -> 0.5) needs room on both sides.
+MIN_THRESHOLD, MAX_THRESHOLD = 0.01, 0.99
+
+
 def best_f1_threshold(scores: np.ndarray, gold: np.ndarray) -> tuple[float, float]:
+    """The score cut with the best F1 (ties: the lower cut), clipped into [MIN_THRESHOLD, MAX_THRESHOLD]."""
     best = (0.5, -1.0)
-    for cut in np.unique(scores):
+    for cut in np.clip(np.unique(scores), MIN_THRESHOLD, MAX_THRESHOLD):
         predicted = scores >= cut
         tp = float((predicted & gold).sum())
         f1 = 2 * tp / (predicted.sum() + gold.sum()) if predicted.sum() + gold.sum() else 0.0

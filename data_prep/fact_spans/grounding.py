@@ -191,7 +191,7 @@ def prepare(config: GroundingPrepareConfig) -> dict:
         by_source: dict[str, list[dict]] = {}
         for row in claim_rows:
             by_source.setdefault(row["source"], []).append(row)
-        cap = config.max_claim_pairs if split == "train" else config.max_claim_pairs // 10
+        cap = config.max_claim_pairs if split == "train" else max(1, config.max_claim_pairs // 10)
         for rows in by_source.values():
             pairs[split] += _balance(rows, config.max_majority_ratio, cap, rng)
     nli = [r for key in ("docnli", "esnli") if key in judged for r in judged[key].records]

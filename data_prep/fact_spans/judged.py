@@ -68,9 +68,13 @@ def _read_rows(path: Path, judged: Judged, parse: Callable[[int, object], Judged
                rows: Iterator[object]) -> None:
     """Applies `parse` to every row; a row that fails is named in `judged.errors`, the rest kept."""
     for number, row in enumerate(rows, start=1):
+        if row is None:
+            continue  # a blank line
         try:
+            if isinstance(row, json.JSONDecodeError):
+                raise row  # a malformed JSONL line: one error, the rest still read
             record = parse(number, row)
-        except (KeyError, TypeError, ValueError, SyntaxError, IndexError) as exc:
+        except (KeyError, TypeError, ValueError, SyntaxError, IndexError, AttributeError) as exc:
             judged.errors.append(f"{path}:{number}: skipped ({exc!r})")
             continue
         if record is not None:
@@ -80,7 +84,10 @@ def _read_rows(path: Path, judged: Judged, parse: Callable[[int, object], Judged
 def _jsonl(path: Path) -> Iterator[object]:
     with path.open(encoding="utf-8") as handle:
         for line in handle:
-            yield json.loads(line) if line.strip() else None
+            try:
+                yield json.loads(line) if line.strip() else None
+            except json.JSONDecodeError as exc:
+                yield exc
 
 
 def _merge(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
@@ -283,7 +290,9 @@ def read_faithdial(folder: Path) -> Judged:
         def parse(number: int, row: object, path: Path = path) -> JudgedText | None:
             assert_dict(row)
             context = row.get("knowledge") or row.get("evidence") or ""
-            response_key = next(k for k in row if k in ("response", "ctrl", "doha", "gpt2"))
+            response_key = next((k for k in row if k in ("response", "ctrl", "doha", "gpt2")), None)
+            if response_key is None:
+                raise KeyError("no response column (response, ctrl, doha or gpt2)")
             label = faithdial_label(row.get("begin_label") or row.get("BEGIN") or "")
             if label is None or not context.strip() or not row[response_key].strip():
                 return None
@@ -304,14 +313,17 @@ def read_binary_nli(path: Path, source: str) -> Judged:
     judged = Judged()
 
     def parse(number: int, line: object) -> JudgedText | None:
-        label, premise, hypothesis = str(line).rstrip("\n").split("\t")[:3]
+        fields = str(line).rstrip("\n").split("\t")
+        if len(fields) < 3:
+            raise ValueError(f"expected label<TAB>premise<TAB>hypothesis, got {len(fields)} field(s)")
+        label, premise, hypothesis = fields[:3]
         if label not in ("entailment", "not_entailment", "non_entailment"):
             raise ValueError(f"unknown label {label!r}")
         return JudgedText(id=f"{source}-{path.stem}-{number}", source=source, group=f"{source}:{text_key(premise)}",
                           granularity="nli", context=premise, text=hypothesis, label=int(label == "entailment"))
 
     with path.open(encoding="utf-8") as handle:
-        _read_rows(path, judged, parse, (line for line in handle if line.strip()))
+        _read_rows(path, judged, parse, (line if line.strip() else None for line in handle))
     return judged
 
 
@@ -331,5 +343,5 @@ def read_esnli(folder: Path, split: str) -> Judged:
                           granularity="nli", context=premise.strip(), text=hypothesis.strip(),
                           label=int(label == "entailment"))
 
-    _read_rows(folder, judged, parse, zip(*columns))
+    _read_rows(files[0], judged, parse, zip(*columns))
     return judged
