@@ -23,7 +23,7 @@ import json
 import logging
 import random
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Literal, Sequence
 
 import numpy as np
 from pydantic import Field
@@ -50,6 +50,11 @@ class TreesConfig(StrictModel):
 
 
 class CombinerConfig(StrictModel):
+    # "trees": gradient-boosted trees (interactions, e.g. overlap matters less when the cross-
+    # encoder is sure); "logistic": standardised features + logistic regression (monotone in each
+    # feature, so it cannot learn a dataset's quirks that do not carry to another's).
+    model: Literal["trees", "logistic"] = "trees"
+    logistic_c: float = Field(0.3, gt=0, description="inverse L2 strength of the logistic model")
     data_dir: str = "prepared/grounding"
     # Exported grounding cross-encoder (model.onnx + tokenizer.json + manifest.json), or null for
     # a lexical-only combiner (the nli feature then stays constant and the trees ignore it).
@@ -178,7 +183,7 @@ def load_scorer(config: CombinerConfig):
     if not config.cross_encoder:
         return None, None
     from autovalidators.inference.manifest import load_manifest
-    from autovalidators.inference.validators.grounding_spans import PairScorer
+    from autovalidators.inference.validators.pair_scorer import PairScorer
 
     folder = Path(config.cross_encoder)
     manifest = load_manifest(folder)
@@ -201,16 +206,30 @@ def train_combiner(config: CombinerConfig, config_source: str = "") -> dict[str,
     train, dev = featurise(train_records, scorer), featurise(dev_records, scorer)
     known = train.labels >= 0
     # Class 0 = unsupported: the ONNX graph's probabilities[:, 0] is P(unsupported).
-    model = GradientBoostingClassifier(random_state=config.seed, **config.trees.model_dump())
-    model.fit(train.features[known], train.labels[known], sample_weight=sample_weights(train, config)[known])
+    weights = sample_weights(train, config)[known]
+    if config.model == "trees":
+        model = GradientBoostingClassifier(random_state=config.seed, **config.trees.model_dump())
+        model.fit(train.features[known], train.labels[known], sample_weight=weights)
+    else:
+        from sklearn.linear_model import LogisticRegression
+        from sklearn.pipeline import make_pipeline
+        from sklearn.preprocessing import StandardScaler
+
+        model = make_pipeline(StandardScaler(), LogisticRegression(C=config.logistic_c, max_iter=5000))
+        model.fit(train.features[known], train.labels[known], logisticregression__sample_weight=weights)
     dev_unsupported = model.predict_proba(dev.features)[:, 0]
 
     metrics: dict[str, Any] = {"sentences": {"train": int(known.sum()), "dev": int((dev.labels >= 0).sum())}}
     dev_known = dev.labels >= 0
     sources = np.asarray([dev.records[o]["source"] for o in dev.owners])
+    dev_tasks = np.asarray([task_of(dev.records[o].get("question", ""), dev.records[o]["context"]) for o in dev.owners])
     metrics["dev_sentence_auc"] = {
         str(s): float(roc_auc_score(dev.labels[m] == 0, dev_unsupported[m]))
         for s in sorted(set(sources)) for m in [dev_known & (sources == s)] if 0 < (dev.labels[m] == 0).sum() < m.sum()}
+    for task in TASKS:  # RAGTruth per task: the target domain
+        m = dev_known & (sources == "ragtruth") & (dev_tasks == task)
+        if 0 < (dev.labels[m] == 0).sum() < m.sum():
+            metrics["dev_sentence_auc"][f"ragtruth/{task}"] = float(roc_auc_score(dev.labels[m] == 0, dev_unsupported[m]))
     scores = answer_scores(dev, dev_unsupported)
     gold = np.asarray([r["label"] == 0 for r in dev.records])
     chosen = np.asarray([r["source"] in config.threshold_sources for r in dev.records])
@@ -231,8 +250,9 @@ def train_combiner(config: CombinerConfig, config_source: str = "") -> dict[str,
     span_scores = {mode: char_f1(dev, dev_unsupported, threshold, mode, config.span_mode_sources) for mode in SPAN_MODES}
     span_mode = max(span_scores, key=span_scores.get)
     metrics["dev_char_f1"] = span_scores
-    metrics["feature_importance"] = dict(sorted(zip(FEATURE_NAMES, map(float, model.feature_importances_)),
-                                                key=lambda kv: -kv[1]))
+    importance = (model.feature_importances_ if config.model == "trees"
+                  else np.abs(model[-1].coef_[0]))  # |coefficient| of a standardised feature
+    metrics["feature_importance"] = dict(sorted(zip(FEATURE_NAMES, map(float, importance)), key=lambda kv: -kv[1]))
 
     out = Path(config.output_dir)
     out.mkdir(parents=True, exist_ok=True)

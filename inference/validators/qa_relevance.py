@@ -21,14 +21,13 @@ from pathlib import Path
 from typing import Sequence
 
 import numpy as np
-from tokenizers import Tokenizer
 
 from ..case import Case
 from ..heuristics import lexical_relevance
 from ..manifest import Manifest
-from ..onnx_session import OnnxSession
 from ..results import QARelevanceOutput
 from .base import ValidatorInfo
+from .pair_scorer import PairScorer
 
 THRESHOLD_KEY = "relevant"
 POSITIVE_LABEL = "relevant"
@@ -68,33 +67,15 @@ class QARelevanceValidator:
         self.threshold = float(manifest.thresholds.get(THRESHOLD_KEY, 0.5))
         self.max_length = manifest.window.max_length
         self.batch_size = batch_size
-        self.tokenizer = Tokenizer.from_file(str(folder / manifest.tokenizer_file))
-        self.tokenizer.enable_truncation(self.max_length, strategy="longest_first")
-        self.tokenizer.no_padding()
-        self.session = OnnxSession(model_path or folder / manifest.model_file, threads=threads)
+        self.scorer = PairScorer(model_path or folder / manifest.model_file, folder / manifest.tokenizer_file,
+                                 max_length=self.max_length, positive=self.positive, batch_size=batch_size,
+                                 threads=threads)
+        self.tokenizer, self.session = self.scorer.tokenizer, self.scorer.session
         self.info = ValidatorInfo("qa_relevance", "onnx", manifest.version, manifest.model_sha256)
 
     def scores(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
         """P(relevant) for (question, answer) pairs, in input order."""
-        encodings = self.tokenizer.encode_batch(list(pairs)) if pairs else []
-        order = sorted(range(len(encodings)), key=lambda i: len(encodings[i].ids))
-        result = np.zeros(len(encodings), dtype=np.float64)
-        for start in range(0, len(order), self.batch_size):
-            chunk = order[start:start + self.batch_size]
-            width = max(len(encodings[i].ids) for i in chunk)
-            feed = {name: np.zeros((len(chunk), width), dtype=np.int64)
-                    for name in ("input_ids", "attention_mask", "token_type_ids")}
-            for row, index in enumerate(chunk):
-                encoding = encodings[index]
-                n = len(encoding.ids)
-                feed["input_ids"][row, :n] = encoding.ids
-                feed["attention_mask"][row, :n] = encoding.attention_mask
-                feed["token_type_ids"][row, :n] = encoding.type_ids
-            logits = self.session.run(feed)["logits"].astype(np.float64)
-            logits -= logits.max(axis=1, keepdims=True)
-            probabilities = np.exp(logits) / np.exp(logits).sum(axis=1, keepdims=True)
-            result[chunk] = probabilities[:, self.positive]
-        return result
+        return self.scorer.scores(pairs)
 
     def predict(self, cases: Sequence[Case]) -> list[QARelevanceOutput]:
         # A case without a question or an answer has nothing to relate: the check does not apply.
