@@ -28,6 +28,7 @@ SCHEMAS = {
     "report.yaml": "autovalidators.inference.reporting.schema:ReportConfig",
     "quickstart_train.yaml": "autovalidators.training.quickstart.config:QuickstartTrainConfig",
     "base_model.yaml": "autovalidators.training.e5_base:BaseModelConfig",
+    "tone_model_e5.yaml": "autovalidators.training.tasks.tone:ToneModelConfig",
 }
 
 
