@@ -134,6 +134,12 @@ class SentenceSignals:
     evidence: str  # the best chunk's text ("" without context)
     is_noise: bool
     unsupported: list[tuple[int, int]] = field(default_factory=list)  # char ranges into the answer
+    tokens: list[Token] = field(default_factory=list)
+    supported: list[bool] = field(default_factory=list)  # per token: its stem (number) occurs in the context
+
+    def phrases(self, max_gap: int = 1) -> list[tuple[int, int]]:
+        """Unsupported phrases merged across up to `max_gap` stopwords (answer offsets)."""
+        return unsupported_phrases(self.tokens, self.supported, self.sentence.start, max_gap)
 
 
 def _weight(token: Token) -> float:
@@ -201,7 +207,7 @@ def sentence_signals(answer: str, context: ContextIndex) -> list[SentenceSignals
         signals.append(SentenceSignals(
             sentence=sentence, features=np.asarray(features, dtype=np.float32),
             evidence=best[0].text if best else "", is_noise=is_noise,
-            unsupported=unsupported_phrases(tokens, supported, sentence.start)))
+            unsupported=unsupported_phrases(tokens, supported, sentence.start), tokens=tokens, supported=supported))
     claims = [s for s in signals if not s.is_noise]
     mean_support = float(np.mean([s.features[0] for s in claims])) if claims else 1.0
     for s in signals:

@@ -36,7 +36,8 @@ from autovalidators.inference.grounding import (FEATURE_NAMES, NLI_FEATURE, TASK
 
 logger = logging.getLogger(__name__)
 COMBINER_FILE = "combiner.onnx"
-SPAN_MODES = ("phrases", "sentence")
+# (span mode, phrase gap) candidates; dev character F1 picks one.
+SPAN_MODES = (("sentence", 0), ("phrases", 1), ("phrases", 2), ("phrases", 4), ("phrases", 8))
 
 
 class TreesConfig(StrictModel):
@@ -148,7 +149,7 @@ def best_f1_threshold(scores: np.ndarray, gold: np.ndarray) -> tuple[float, floa
 
 
 def char_f1(data: Featurised, unsupported: np.ndarray, threshold: float, span_mode: str,
-            sources: Sequence[str] = ()) -> float:
+            sources: Sequence[str] = (), phrase_gap: int = 1) -> float:
     """Micro character F1 of HALLUCINATION spans on the span-labelled answers (of `sources`, if given)."""
     from autovalidators.inference.validators.grounding_spans import sentence_spans
 
@@ -161,7 +162,7 @@ def char_f1(data: Featurised, unsupported: np.ndarray, threshold: float, span_mo
         for start, end in record["unsupported"]:
             gold[start:end] = True
         predicted = np.zeros(len(text), dtype=bool)
-        for span in sentence_spans(text, signals, unsupported[data.owners == index], threshold, span_mode):
+        for span in sentence_spans(text, signals, unsupported[data.owners == index], threshold, span_mode, phrase_gap):
             if span.label.value == "HALLUCINATION":
                 predicted[span.start:span.end] = True
         tp += int((gold & predicted).sum())
@@ -247,8 +248,9 @@ def train_combiner(config: CombinerConfig, config_source: str = "") -> dict[str,
             cut, f1 = best_f1_threshold(scores[mask], gold[mask])
             thresholds[f"hallucination/{task}"] = cut
             metrics["threshold"][task] = {"value": cut, "dev_example_f1": f1, "answers": int(mask.sum())}
-    span_scores = {mode: char_f1(dev, dev_unsupported, threshold, mode, config.span_mode_sources) for mode in SPAN_MODES}
-    span_mode = max(span_scores, key=span_scores.get)
+    span_scores = {f"{mode}/{gap}": char_f1(dev, dev_unsupported, threshold, mode, config.span_mode_sources, gap)
+                   for mode, gap in SPAN_MODES}
+    span_mode, phrase_gap = max(SPAN_MODES, key=lambda m: span_scores[f"{m[0]}/{m[1]}"])
     metrics["dev_char_f1"] = span_scores
     importance = (model.feature_importances_ if config.model == "trees"
                   else np.abs(model[-1].coef_[0]))  # |coefficient| of a standardised feature
@@ -264,7 +266,7 @@ def train_combiner(config: CombinerConfig, config_source: str = "") -> dict[str,
         raise ValueError(f"combiner.onnx differs from scikit-learn by {parity:.2e} on dev (> 1e-4)")
     summary = {
         "config": config.model_dump(), "config_source": config_source, "features": list(FEATURE_NAMES),
-        "threshold": threshold, "thresholds": thresholds, "span_mode": span_mode, "onnx_parity_max_abs": parity, "metrics": metrics,
+        "threshold": threshold, "thresholds": thresholds, "span_mode": span_mode, "phrase_gap": phrase_gap, "onnx_parity_max_abs": parity, "metrics": metrics,
         "cross_encoder": None if cross_manifest is None else {
             "path": config.cross_encoder, "sha256": cross_manifest.model_sha256, "metrics": cross_manifest.metrics},
         "data": {"dir": str(data_dir), "train_answers": len(train_records), "dev_answers": len(dev_records),

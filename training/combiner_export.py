@@ -47,6 +47,7 @@ def export_combiner(run: Path, to: Path) -> Manifest:
         "model_file": "model.onnx", "tokenizer_file": "tokenizer.json",
         "metrics": {"combiner_dev": summary["metrics"], "cross_encoder_dev": cross_manifest.metrics},
         "training": {"combiner_file": COMBINER_FILE, "span_mode": summary["span_mode"],
+                     "phrase_gap": summary.get("phrase_gap", 1),
                      "features": summary["features"], "combiner": summary["config"],
                      "combiner_config_source": summary["config_source"], "data": summary["data"],
                      "cross_encoder": cross_manifest.training, "onnx_parity_max_abs": summary["onnx_parity_max_abs"]},

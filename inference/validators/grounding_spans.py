@@ -71,7 +71,7 @@ def calibrate(probability: float, threshold: float) -> float:
 
 
 def sentence_spans(answer: str, signals: Sequence[SentenceSignals], unsupported: np.ndarray, threshold: float,
-                   span_mode: str) -> list[Span]:
+                   span_mode: str, phrase_gap: int = 1) -> list[Span]:
     """FACT / NOISE / HALLUCINATION spans of one answer from its sentences' P(unsupported)."""
     spans: list[Span] = []
     claims = iter(unsupported)
@@ -84,7 +84,8 @@ def sentence_spans(answer: str, signals: Sequence[SentenceSignals], unsupported:
         if p < threshold:
             spans.append(Span(s.start, s.end, SpanLabel.FACT, 1.0 - p, s.text))
             continue
-        ranges = signal.unsupported if span_mode == "phrases" and signal.unsupported else [(s.start, s.end)]
+        phrases = signal.phrases(phrase_gap) if span_mode == "phrases" else []
+        ranges = phrases or [(s.start, s.end)]
         position = s.start
         for start, end in ranges:
             if answer[position:start].strip():
@@ -108,7 +109,7 @@ class GroundingFactSpans:
     combiner call per batch."""
 
     def __init__(self, scorer: PairScorer | None, combiner: Combiner, *, threshold: float,
-                 task_thresholds: dict[str, float] | None = None, span_mode: str = "phrases",
+                 task_thresholds: dict[str, float] | None = None, span_mode: str = "phrases", phrase_gap: int = 1,
                  fallback_languages: Sequence[str] = (), info: ValidatorInfo | None = None):
         """
         Args:
@@ -117,12 +118,13 @@ class GroundingFactSpans:
             threshold: P(unsupported) from which a sentence is a hallucination (chosen on dev).
             task_thresholds: per task type (`grounding.task_of`) where dev chose one of its own.
             span_mode: "phrases" (unsupported words of a flagged sentence) or "sentence" (all of it).
+            phrase_gap: stopwords an unsupported phrase may bridge (chosen on dev with the span mode).
             fallback_languages: answer languages handed to the heuristic.
         """
         if span_mode not in ("phrases", "sentence"):
             raise ValueError(f"span_mode {span_mode!r}: choose 'phrases' or 'sentence'")
         self.scorer, self.combiner = scorer, combiner
-        self.threshold, self.span_mode = float(threshold), span_mode
+        self.threshold, self.span_mode, self.phrase_gap = float(threshold), span_mode, int(phrase_gap)
         self.task_thresholds = dict(task_thresholds or {})
         self.fallback = HeuristicFactSpans()
         self.fallback_languages = set(fallback_languages)
@@ -142,7 +144,7 @@ class GroundingFactSpans:
                     if key.startswith(THRESHOLD_KEY + "/")}
         return cls(scorer, Combiner(folder / training["combiner_file"], threads=threads),
                    threshold=manifest.thresholds.get(THRESHOLD_KEY, 0.5), task_thresholds=per_task,
-                   span_mode=training.get("span_mode", "phrases"),
+                   span_mode=training.get("span_mode", "phrases"), phrase_gap=training.get("phrase_gap", 1),
                    fallback_languages=manifest.fallback_languages,
                    info=ValidatorInfo("fact_spans", "onnx", manifest.version, manifest.model_sha256))
 
@@ -183,7 +185,7 @@ class GroundingFactSpans:
 
     def _output(self, case: Case, signals: list[SentenceSignals], unsupported: np.ndarray) -> FactSpansOutput:
         threshold = self.threshold_for(case)
-        spans = sentence_spans(case.answer, signals, unsupported, threshold, self.span_mode)
+        spans = sentence_spans(case.answer, signals, unsupported, threshold, self.span_mode, self.phrase_gap)
         claim_chars = sum(s.sentence.end - s.sentence.start for s in signals if not s.is_noise)
         fact_chars = sum(sp.end - sp.start for sp in spans if sp.label is SpanLabel.FACT)
         worst = float(unsupported.max()) if len(unsupported) else 0.0
