@@ -40,6 +40,7 @@ for _name, _sub in (("prepare", prepare_app), ("train", train_app), ("export", e
 # time (torch, transformers): the command bodies import what they need.
 COMMAND_MODULES: list[str] = ["autovalidators.inference.serving.cli", "autovalidators.training.cli",
                               "autovalidators.training.combiner_cli",
+                              "autovalidators.training.abstention_cli",
                               "autovalidators.inference.regression_cli",
                               "autovalidators.inference.evaluation.atomic_qa_cli",
                               "autovalidators.data_prep.fact_spans.cli",
@@ -122,7 +123,7 @@ def print_summary(results: list[Result], errors: list[CaseError], gate: Gate) ->
     if gate.judge is not None and gate.judge.stats:
         console.print("LLM judge: " + ", ".join(f"{k} {v}" for k, v in sorted(gate.judge.stats.items())))
     if gate.uses_fallback:
-        fallback = ", ".join(n for n, v in gate.validators.items() if v.info.kind == "heuristic")
+        fallback = ", ".join(gate.fallbacks)
         console.print(f"[yellow]note:[/yellow] no trained model for {fallback}; the heuristic fallback ran instead")
 
 

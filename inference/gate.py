@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from . import heuristics
+from .abstention import AbstentionDetector, AbstentionOutput, load_abstention
 from .case import Case
 from .config import GateConfig, load_gate_config
 from .decision import decide
@@ -32,6 +33,7 @@ class Gate:
         models_dir: str | Path | None = None,
         instances: dict[str, Validator] | None = None,
         judge: Any | None = None,
+        abstention: AbstentionDetector | None = None,
     ):
         """
         Args:
@@ -41,6 +43,8 @@ class Gate:
             instances: ready validators by name, overriding loading (tests, custom models).
             judge: an optional LLM judge with `review(case, result) -> Result`, consulted only when
                 the local decision's confidence is below `judge.uncertain_below_confidence`.
+            abstention: a ready abstention detector (default: the model in `<models_dir>/abstention/`,
+                else the phrase list). It decides `abstains` for every abstention rule of the policy.
         """
         self.config = config or load_gate_config()
         names = list(validators or self.config.validators)
@@ -53,6 +57,7 @@ class Gate:
             name: instances.get(name) or load_validator(name, models_dir, embeddings=self.config.heuristics.embeddings)
             for name in names
         }
+        self.abstention: AbstentionDetector = abstention or load_abstention(models_dir)
         self.judge = judge
 
     @classmethod
@@ -61,14 +66,19 @@ class Gate:
 
     @property
     def models(self) -> dict[str, dict[str, Any]]:
-        return {
-            name: {"kind": v.info.kind, "version": v.info.version, "sha256": v.info.sha256}
-            for name, v in self.validators.items()
-        }
+        parts = {**self.validators, "abstention": self.abstention}
+        return {name: {"kind": v.info.kind, "version": v.info.version, "sha256": v.info.sha256}
+                for name, v in parts.items()}
+
+    @property
+    def fallbacks(self) -> list[str]:
+        """Validators (and the abstention detector) running as heuristics, by name."""
+        parts = {**self.validators, "abstention": self.abstention}
+        return sorted(name for name, v in parts.items() if v.info.kind == "heuristic")
 
     @property
     def uses_fallback(self) -> bool:
-        return any(v.info.kind == "heuristic" for v in self.validators.values())
+        return bool(self.fallbacks)
 
     def validate(self, case: Case) -> Result:
         return self.validate_batch([case])[0]
@@ -79,7 +89,8 @@ class Gate:
             return []
         started = time.perf_counter()
         outputs = {name: validator.predict(cases) for name, validator in self.validators.items()}
-        for name, produced in outputs.items():
+        abstentions = self.abstention.predict(cases)
+        for name, produced in [*outputs.items(), ("abstention", abstentions)]:
             if len(produced) != len(cases):
                 raise RuntimeError(f"validator {name} returned {len(produced)} outputs for {len(cases)} cases")
         per_case_ms = (time.perf_counter() - started) * 1000 / len(cases)
@@ -87,7 +98,7 @@ class Gate:
         for index, case in enumerate(cases):
             case_started = time.perf_counter()
             per_validator = {name: produced[index] for name, produced in outputs.items()}
-            result = self._decide(case, per_validator)
+            result = self._decide(case, per_validator, abstentions[index])
             latency = per_case_ms + (time.perf_counter() - case_started) * 1000
             result.meta["latency_ms"] = round(latency, 3)
             if self.judge is not None and result.confidence < self.config.judge.uncertain_below_confidence:
@@ -95,11 +106,11 @@ class Gate:
             results.append(result)
         return results
 
-    def _decide(self, case: Case, outputs: dict[str, Any]) -> Result:
+    def _decide(self, case: Case, outputs: dict[str, Any], abstention: AbstentionOutput) -> Result:
         signals = CaseSignals(
             specificity=heuristics.specificity(case.answer),
             context_quality=heuristics.context_quality(case.question, case.context_text),
-            abstains=heuristics.abstains(case.answer, case.question),
+            abstains=abstention.abstains,
         )
         fact = outputs.get("fact_spans")
         qa = outputs.get("qa_relevance")
@@ -130,8 +141,8 @@ class Gate:
             triggers=verdict.triggers,
             meta={
                 "models": {name: info["sha256"] or info["version"] for name, info in self.models.items()},
-                "fallback": sorted(n for n, v in self.validators.items() if v.info.kind == "heuristic"),
+                "fallback": self.fallbacks,
                 "signals": {"specificity": signals.specificity, "context_quality": signals.context_quality,
-                            "abstains": signals.abstains},
+                            "abstains": signals.abstains, "abstention_probability": abstention.probability},
             },
         )

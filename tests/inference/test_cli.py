@@ -40,7 +40,7 @@ def test_validate_writes_one_line_per_case_in_input_order(tmp_path):
         assert key in first
     assert set(first["validators"]) == {"fact_spans", "qa_relevance", "tone"}
     assert first["meta"]["latency_ms"] > 0
-    assert set(first["meta"]["models"]) == {"fact_spans", "qa_relevance", "tone"}
+    assert set(first["meta"]["models"]) == {"fact_spans", "qa_relevance", "tone", "abstention"}
     assert first["checks"][0].keys() >= {"name", "applies", "score", "minimum", "passed"}
     span = first["validators"]["fact_spans"]["spans"][0]
     assert GOOD["answer"][span["start"]:span["end"]] == span["text"]

@@ -24,7 +24,7 @@ def gate(tmp_path_factory):
 
 def test_fallback_is_reported_in_meta(gate):
     result = gate.validate(Case(id="1", question="q?", context="c.", answer="c."))
-    assert result.meta["fallback"] == ["fact_spans", "qa_relevance", "tone"]
+    assert result.meta["fallback"] == ["abstention", "fact_spans", "qa_relevance", "tone"]
     assert gate.uses_fallback
 
 

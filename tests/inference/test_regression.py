@@ -236,7 +236,7 @@ def test_cli_record_then_check_passes_and_planted_policy_regression_fails(tmp_pa
     assert result.exit_code == 0, result.output
     stored = json.loads(base.read_text())
     assert stored["command"].startswith("autovalidators regress record --cases")
-    assert set(stored["models"]) == {"fact_spans", "qa_relevance", "tone"} and stored["config_sha256"]
+    assert set(stored["models"]) == {"fact_spans", "qa_relevance", "tone", "abstention"} and stored["config_sha256"]
     report = tmp_path / "report.json"
     result = runner.invoke(app, ["regress", "check", "--cases", str(CASES), "--baseline", str(base),
                                  "--report", str(report)])

@@ -243,7 +243,11 @@ class Quickstart:
             from autovalidators.inference.config import load_gate_config
             from autovalidators.inference.gate import Gate
 
-            gate = Gate(load_gate_config(None), models_dir=self.out / "models")
+            from autovalidators.inference.abstention import load_abstention
+
+            # The three validators come from this run; the abstention model is not retrained here,
+            # so the shipped one decides `abstains` (its sha256 is in each result's meta.models).
+            gate = Gate(load_gate_config(None), models_dir=self.out / "models", abstention=load_abstention())
             fallback = [n for n, v in gate.validators.items() if v.info.kind == "heuristic"]
             if fallback:
                 raise ValueError(f"{', '.join(fallback)}: no model loaded from {self.out / 'models'}")
