@@ -75,6 +75,7 @@ def test_regression_cases_cover_the_decision_taxonomy(cases):
 @pytest.mark.parametrize("cases_file,baseline_file", [
     ("inference/examples/regression_cases.jsonl", "inference/examples/baselines/regression_cases.json"),
     ("inference/examples/cases.jsonl", "inference/examples/baselines/example_cases.json"),
+    ("inference/examples/russian_cases.jsonl", "inference/examples/baselines/russian_cases.json"),
 ])
 def test_current_code_matches_the_shipped_baseline(cases_file, baseline_file):
     """CI gate: a change that makes the shipped cases worse fails here. If the change is intended,
