@@ -218,3 +218,18 @@ def test_empty_question_is_fine(heuristic_validators, model):
     gate = Gate(instances=heuristic_validators, abstention=model)
     result = gate.validate(Case(id="e", question="", context="", answer="Данных для ответа недостаточно."))
     assert result.decision is Decision.REVIEW and result.meta["signals"]["abstains"] is True
+
+
+def test_odd_inputs_through_the_whole_shipped_gate():
+    """Mixed scripts, invisible characters, look-alikes and an empty question: one clear result each."""
+    gate = Gate()
+    odd = ["我不知道，文件里没有提到。", "لا أعرف، المستندات لا تذكر ذلك", "🤷 🙏 🙂", "\u200b\u200d\ufeff",
+           "Нет дaнных (Latin a) \u200bдля ответа.", "Mixed 中文 русский عربي 2027 🙂"]
+    batch = [Case(id=str(i), question="" if i % 2 else "Когда откроется офис?", context="" if i % 3 else "Офис.",
+                  answer=text) for i, text in enumerate(odd)]
+    results = gate.validate_batch(batch)
+    assert [r.id for r in results] == [c.id for c in batch]
+    for result in results:
+        assert result.decision in set(Decision)
+        assert isinstance(result.meta["signals"]["abstains"], bool)
+        json.dumps(result.to_dict())  # always valid JSON
