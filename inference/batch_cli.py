@@ -64,16 +64,18 @@ def score_log(input: Path, output: Path, *, engine: str = "local", workers: int 
     decisions: Counter[str] = Counter()
     errors: list[str] = []
     worker_rss: dict[int, float] = {}
+    worker_cpu: dict[int, float] = {}
     written = 0
-    first_chunk: tuple[float, int] | None = None  # (seconds, records) when the first results arrived
+    first_result: float | None = None  # seconds until the first results arrived
     try:
         for chunk in chunks:
-            for pid, rss in zip(chunk.pop("worker_pid"), chunk.pop("worker_peak_rss_mb")):
+            for pid, rss, cpu in zip(chunk.pop("worker_pid"), chunk.pop("worker_peak_rss_mb"), chunk.pop("worker_cpu_s")):
                 worker_rss[int(pid)] = max(worker_rss.get(int(pid), 0.0), float(rss))
+                worker_cpu[int(pid)] = max(worker_cpu.get(int(pid), 0.0), float(cpu))
             sink.write(chunk)
             written += len(chunk["id"])
-            if first_chunk is None:
-                first_chunk = (time.perf_counter() - started, written)
+            if first_result is None:
+                first_result = time.perf_counter() - started
             decisions.update(d for d in chunk["decision"] if d)
             errors.extend(e for e in chunk["error"] if e)
             if progress:
@@ -81,19 +83,16 @@ def score_log(input: Path, output: Path, *, engine: str = "local", workers: int 
     finally:
         sink.close()
     seconds = time.perf_counter() - started
-    # Steady state: records after the first chunk over the time after it, so start-up (a Ray
-    # runtime, model loading) is not spread over a small job. The 10M-case estimates use it.
-    steady = None
-    if first_chunk and written > first_chunk[1] and seconds > first_chunk[0]:
-        steady = round((written - first_chunk[1]) / (seconds - first_chunk[0]), 2)
     return {
         "input": str(input), "output": str(output), "engine": engine, "workers": workers,
         "threads_per_worker": scorer.threads, "validators": list(names),
         "records": total, "skipped_already_done": len(done), "written": written,
         "decisions": dict(sorted(decisions.items())), "bad_records": len(errors), "errors": errors[:100],
         "seconds": round(seconds, 3), "cases_per_s": round(written / seconds, 2) if seconds > 0 else None,
-        "startup_seconds": round(first_chunk[0], 3) if first_chunk else None, "steady_cases_per_s": steady,
+        "first_result_seconds": round(first_result, 3) if first_result is not None else None,
         "workers_peak_rss_mb": {str(pid): rss for pid, rss in sorted(worker_rss.items())},
+        # CPU time of the scoring workers (model loading included), whatever the machine's load.
+        "workers_cpu_s": {str(pid): round(cpu, 2) for pid, cpu in sorted(worker_cpu.items())},
         "driver_peak_rss_mb": round(peak_rss_mb(), 1),
     }
 
@@ -207,16 +206,15 @@ def benchmark_batch_command(
     machine = report["machine"]
     table = Table(title=f"batch scoring: {cases} RAGTruth-sized cases, {machine['cores']} cores, "
                         f"load {machine['load_average_1m']} -> {report['machine_after']['load_average_1m']}")
-    for column in ("run", "cases", "wall s", "cases/s", "steady cases/s", "peak RSS MB", "worker RSS MB",
-                   "= validate", f"{LOG_CASES // 1_000_000}M cases: core-h"):
+    for column in ("run", "cases", "wall s", "cases/s", "CPU ms/case", "peak RSS MB", "worker RSS MB", "= validate",
+                   f"{LOG_CASES // 1_000_000}M cases: core-h"):
         table.add_column(column, justify="left" if column == "run" else "right")
     for row in report["runs"]:
         if "error" in row:
             table.add_row(row["run"], str(row["cases"]), "-", "-", "-", "-", "-", "-", f"failed (exit {row['exit']})")
             continue
         table.add_row(row["run"], str(row["cases"]), f"{row['seconds']:.1f}", f"{row['cases_per_s']:.1f}",
-                      f"{row['steady_cases_per_s']:.1f}" if row.get("steady_cases_per_s") else "-",
-                      f"{row['peak_rss_mb']:.0f}",
+                      f"{row['cpu_ms_per_case']:.0f}", f"{row['peak_rss_mb']:.0f}",
                       ", ".join(f"{v:.0f}" for v in row.get("workers_peak_rss_mb", [])) or "-",
                       f"{row['decisions_equal_validate']}/{cases}" if "decisions_equal_validate" in row else "-",
                       f"{row['core_hours_per_10m']:.1f}")

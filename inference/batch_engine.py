@@ -16,13 +16,19 @@ from typing import Any, Iterable, Iterator, Sequence
 from .batch_io import OUTPUT_COLUMNS, Shard, output_schema, read_shard, record_key
 from .case import Case, CaseError
 
-WORKER_COLUMNS = (("worker_pid", "int"), ("worker_peak_rss_mb", "float"))
+WORKER_COLUMNS = (("worker_pid", "int"), ("worker_peak_rss_mb", "float"), ("worker_cpu_s", "float"))
 CHUNK = 32  # cases per Gate call: validate's batch size, so both see the same batches
 
 
 def peak_rss_mb() -> float:
     """This process's peak resident memory so far, in MB (Linux reports KB)."""
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def cpu_seconds() -> float:
+    """CPU time this process has used so far (user + system, all its threads)."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 class ShardScorer:
@@ -85,9 +91,11 @@ class ShardScorer:
                           "result": json.dumps(result.to_dict(), ensure_ascii=False)}
             for name in OUTPUT_COLUMNS:
                 columns[name].append(values.get(name))
-        # Who scored it and how much memory that worker has needed: the run's summary reports both.
+        # Who scored it, and that worker's memory and CPU so far: the run's summary reports them
+        # (CPU time, unlike wall time, does not depend on how busy the machine is).
         columns["worker_pid"] = [os.getpid()] * len(records)
         columns["worker_peak_rss_mb"] = [round(peak_rss_mb(), 1)] * len(records)
+        columns["worker_cpu_s"] = [round(cpu_seconds(), 3)] * len(records)
         return columns
 
     # Ray Data's callable-class form: a batch of shard descriptors in, a generator of chunks out.
@@ -144,20 +152,24 @@ def run_ray(shards: list[Shard], scorer: ShardScorer, workers: int, address: str
     the input path must be visible to every node (a shared file system). Results stream back to
     this process in input order as they are produced.
     """
+    import logging
+
+    from .batch_io import BatchInputError
+
     try:
         import ray
         import ray.data
     except ImportError:
-        from .batch_io import BatchInputError
-
         raise BatchInputError("--engine ray needs Ray Data: pip install -e \".[ray]\"") from None
-    import logging
-
     started = False
     if not ray.is_initialized():
         quiet = {"log_to_driver": False, "logging_level": logging.WARNING}
         if address:
-            ray.init(address=address, **quiet)
+            try:
+                ray.init(address=address, **quiet)
+            except ConnectionError as exc:
+                raise BatchInputError(f"--ray-address {address}: cannot join that Ray cluster ({exc}); is it "
+                                      "running (`ray status`), and is this its GCS address (host:port)?") from None
         else:
             ray.init(num_cpus=workers, include_dashboard=False, **quiet)
         started = True

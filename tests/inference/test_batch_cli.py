@@ -99,6 +99,16 @@ def test_rerun_skips_what_is_done_and_repairs_a_torn_last_line(log, validated, t
     assert again.exit_code == 0 and len(read_jsonl(out)) == 51  # nothing left to do
 
 
+@pytest.mark.slow
+def test_a_local_pool_of_two_workers_keeps_order_and_results(log, validated, tmp_path):
+    out = tmp_path / "pool.jsonl"
+    summary = run_batch(log, out, "--workers", "2", "--shard-lines", "16")
+    rows = read_jsonl(out)
+    assert [r.get("id") for r in rows] == [r.get("id") for r in validated]
+    assert outcome(rows) == outcome(validated)
+    assert len(summary["workers_peak_rss_mb"]) == 2 and summary["threads_per_worker"] >= 1
+
+
 def test_parquet_in_and_out(validated, tmp_path):
     pa = pytest.importorskip("pyarrow")
     pq = pytest.importorskip("pyarrow.parquet")
