@@ -7,11 +7,12 @@ only ever has a shard per worker in memory. Records are parsed exactly as `valid
 (`case.parse_case`): a bad one becomes a `CaseError` naming its file, line (Parquet: row) and
 field, and the rest of the shard is scored.
 
-Output is appended as it arrives, so a killed run loses at most the chunk being written:
-- JSONL: one line per input record, the line `validate` writes (result or error record);
-- Parquet: a folder of part files (`part-<run>-<n>.parquet`, each written whole then renamed) with
-  columns `id, line, decision, failure_type, next_action, reason, confidence, error, result`
-  (`result`: the JSONL line).
+Output is appended as it arrives, so a killed run loses little:
+- JSONL: one line per input record, the line `validate` writes (result or error record), flushed
+  per chunk of 32 (a torn last line is dropped on the rerun);
+- Parquet: a folder of part files (`part-<run>-<n>.parquet`, each written whole then renamed,
+  10,000 rows each: what a kill can lose) with columns `id, line, decision, failure_type,
+  next_action, reason, confidence, error, result` (`result`: the JSONL line).
 A rerun reads the ids already in the output (errors without an id by their line) and skips them.
 """
 
