@@ -11,6 +11,9 @@ on refusals in many wordings (en, ru) against hard negatives that assert somethi
 office will have 12 floors"). Its probability is compared with the manifest's threshold
 (`thresholds.abstains`, chosen on dev families). An empty answer declines nothing: it is not
 an abstention (the model is not asked).
+
+Manifest conventions for this model: `tokenizer_file` is `featurizer.json` (the `FeatureSpec`), and
+`window.max_length` is the character budget (`max_chars`, read as head + tail: `aggregation: head_tail`).
 """
 
 from __future__ import annotations
