@@ -172,7 +172,11 @@ def encoder_latency(model_dir: Path, workdir: Path, threads: int, tokens: int = 
             samples.append((time.perf_counter() - started) * 1000)
         return percentiles(samples)
 
+    import os
+
+    # Shared CPUs: the load average says how much other work the timings competed with.
     report: dict[str, Any] = {"tokens": tokens, "layers": model.config.num_hidden_layers, "threads": threads,
+                              "load_average_1m": round(os.getloadavg()[0], 2),
                               "repeat": repeat, "int8_mb": round(int8.stat().st_size / 1e6, 2),
                               "fp32_mb": round(fp32.stat().st_size / 1e6, 2)}
     tensors = {k: torch.tensor(v) for k, v in feeds.items()}
