@@ -33,7 +33,7 @@ def default_threads(engine: str, workers: int) -> int | None:
 
 def score_log(input: Path, output: Path, *, engine: str = "local", workers: int = 1, ray_address: str | None = None,
               config: str | None = None, validators: list[str] | None = None, models_dir: str | None = None,
-              threads: int | None = None, shard_lines: int = 512, progress: Any = None) -> dict[str, Any]:
+              threads: int | None = None, shard_lines: int = 256, progress: Any = None) -> dict[str, Any]:
     """Scores `input` into `output` (skipping what is there already) and returns the run's summary.
 
     `progress`: an object with `start(total)` (records still to score) and `advance(n)` (records
@@ -111,7 +111,7 @@ def batch(
     models_dir: Optional[Path] = typer.Option(None, help="folder with trained validators (default: models/)"),
     threads: Optional[int] = typer.Option(None, min=1, help="onnxruntime threads per worker "
                                           "(default: cores / workers; Ray: 1 per actor)"),
-    shard_lines: int = typer.Option(512, min=1, help="JSONL lines per shard (Parquet: one row group per shard)"),
+    shard_lines: int = typer.Option(256, min=1, help="JSONL lines per shard, the unit of work and of progress (Parquet: one row group)"),
     summary_json: Optional[Path] = typer.Option(None, "--summary-json", help="also write the summary here"),
     quiet: bool = typer.Option(False, help="no progress bar"),
 ) -> None:

@@ -73,7 +73,7 @@ class Shard:
         return asdict(self)
 
 
-def plan_shards(path: str | Path, shard_lines: int = 512) -> tuple[list[Shard], int]:
+def plan_shards(path: str | Path, shard_lines: int = 256) -> tuple[list[Shard], int]:
     """The input's shards and its record count (non-blank lines, or Parquet rows)."""
     path = Path(path)
     if not path.exists():
