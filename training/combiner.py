@@ -36,6 +36,7 @@ from autovalidators.inference.grounding import (FEATURE_NAMES, NLI_FEATURE, TASK
 
 logger = logging.getLogger(__name__)
 COMBINER_FILE = "combiner.onnx"
+SCORE_CACHE = "score_cache.json"  # beside the cross-encoder: its scores of (evidence, sentence) pairs
 # (span mode, phrase gap) candidates; dev character F1 picks one.
 SPAN_MODES = (("sentence", 0), ("phrases", 1), ("phrases", 2), ("phrases", 4), ("phrases", 8))
 
@@ -91,14 +92,24 @@ class Featurised:
         self.owners = np.asarray(owners, dtype=np.int64)
 
 
-def featurise(records: list[dict], scorer: Any | None) -> Featurised:
+def featurise(records: list[dict], scorer: Any | None, cache: Path | None = None) -> Featurised:
+    """Features of every sentence; cross-encoder scores are reused from `cache` (a JSON file of
+    pair hash -> score kept beside the cross-encoder, so re-fitting the trees is minutes, not an
+    hour of scoring) and new ones added to it."""
     signals = [sentence_signals(r["text"], ContextIndex.build(r["context"])) for r in records]
     if scorer is not None:
         claims = [s for sentences in signals for s in sentences if not s.is_noise]
-        logger.info("cross-encoder: scoring %d sentences", len(claims))
-        scores = scorer.scores([(s.evidence, s.sentence.text) for s in claims])
-        for signal, score in zip(claims, scores):
-            signal.features[NLI_FEATURE] = score
+        known = json.loads(cache.read_text()) if cache and cache.is_file() else {}
+        keys = [hashlib.sha1(f"{s.evidence}\x00{s.sentence.text}".encode()).hexdigest() for s in claims]
+        missing = sorted({k: i for i, k in enumerate(keys) if k not in known}.items(), key=lambda kv: kv[1])
+        logger.info("cross-encoder: scoring %d of %d sentences (%d cached)", len(missing), len(claims),
+                    len(claims) - len(missing))
+        scores = scorer.scores([(claims[i].evidence, claims[i].sentence.text) for _, i in missing])
+        known.update({k: float(score) for (k, _), score in zip(missing, scores)})
+        if cache and missing:
+            cache.write_text(json.dumps(known))
+        for signal, key in zip(claims, keys):
+            signal.features[NLI_FEATURE] = known[key]
     return Featurised(records, signals)
 
 
@@ -204,7 +215,8 @@ def train_combiner(config: CombinerConfig, config_source: str = "") -> dict[str,
     dev_records = list(read_jsonl(data_dir / "answers" / "dev.jsonl"))
     scorer, cross_manifest = load_scorer(config)
     logger.info("featurising %d train and %d dev answers", len(train_records), len(dev_records))
-    train, dev = featurise(train_records, scorer), featurise(dev_records, scorer)
+    cache = Path(config.cross_encoder) / SCORE_CACHE if config.cross_encoder else None
+    train, dev = featurise(train_records, scorer, cache), featurise(dev_records, scorer, cache)
     known = train.labels >= 0
     # Class 0 = unsupported: the ONNX graph's probabilities[:, 0] is P(unsupported).
     weights = sample_weights(train, config)[known]

@@ -84,30 +84,35 @@ def span_record_as_judged(record: SpanRecord) -> JudgedText:
 def sentence_labels(judged: dict, claims: Sequence[SentenceSignals]) -> list[int]:
     """Per claim sentence of a judged text (dict form): 1 supported, 0 unsupported, -1 unknown.
 
-    Span-granular: unsupported when the sentence overlaps an unsupported range. A supported
-    response: every sentence supported. An unsupported response: its least supported sentence
-    (by the lexical support feature) is unsupported, the others unknown.
+    Span-granular: unsupported when the sentence overlaps an unsupported range. Response-level:
+    the label goes to the least supported sentence (by the lexical support feature) only, whatever
+    the label: a response is supported exactly when its weakest sentence is. Labelling every
+    sentence of a supported response would teach "more sentences = supported" (an unsupported
+    response gives one labelled sentence), a quirk of the labelling, not of the texts.
     """
     if judged["granularity"] in ("span",):
         return [0 if any(a < s.sentence.end and b > s.sentence.start for a, b in judged["unsupported"]) else 1
                 for s in claims]
-    if judged["label"] == 1:
-        return [1] * len(claims)
     if not claims:
         return []
     worst = min(range(len(claims)), key=lambda i: float(claims[i].features[0]))
-    return [0 if i == worst else -1 for i in range(len(claims))]
+    return [int(judged["label"]) if i == worst else -1 for i in range(len(claims))]
 
 
 def sentence_claims(judged: JudgedText) -> list[tuple[str, str, int]]:
-    """(claim sentence, evidence chunk, label) of a judged text; see `sentence_labels`."""
+    """(claim sentence, evidence chunk, label) pairs of a judged text for the cross-encoder.
+
+    Unlike `sentence_labels` (the combiner's), every sentence of a supported response is a
+    positive pair: the cross-encoder sees one sentence at a time, so it cannot learn a count.
+    """
     index = ContextIndex.build(judged.context)
     if judged.granularity == "nli":
         evidence = judged.context if len(index.chunks) <= 1 else index.best_chunks(content_stems(judged.text), 1)[0].text
         return [(judged.text, evidence, judged.label)]
     claims = [s for s in sentence_signals(judged.text, index) if not s.is_noise]
-    return [(s.sentence.text, s.evidence, label) for s, label in zip(claims, sentence_labels(judged.to_dict(), claims))
-            if label >= 0]
+    labels = [1] * len(claims) if judged.granularity != "span" and judged.label == 1 \
+        else sentence_labels(judged.to_dict(), claims)
+    return [(s.sentence.text, s.evidence, label) for s, label in zip(claims, labels) if label >= 0]
 
 
 def _pair_rows(records: Iterable[JudgedText]) -> list[dict]:

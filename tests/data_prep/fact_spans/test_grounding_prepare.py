@@ -51,8 +51,9 @@ def test_sentence_labels_response_level():
     context = _doc(2)
     text = "The museum opened in Madrid. It was built by aliens from Mars. It holds 102 paintings."
     claims = sentence_signals(text, ContextIndex.build(context))
-    assert sentence_labels(_judged(text, context, label=1).to_dict(), claims) == [1, 1, 1]
-    # Unsupported response: only its least supported sentence is known to be wrong.
+    # A response label goes to its least supported sentence only, either way: the others are
+    # unknown, so the number of sentences cannot predict the label.
+    assert sentence_labels(_judged(text, context, label=1).to_dict(), claims) == [-1, 1, -1]
     assert sentence_labels(_judged(text, context, label=0).to_dict(), claims) == [-1, 0, -1]
     assert sentence_labels(_judged("", context, label=0).to_dict(), []) == []
 
