@@ -18,7 +18,8 @@ from rich.table import Table
 
 from .cli import _fail, app, benchmark_app, console
 from .config import ConfigError, load_gate_config
-from .manifest import ManifestError
+from .manifest import MANIFEST_NAME, ManifestError, load_manifest
+from .validators import DEFAULT_MODELS_DIR, VALIDATOR_NAMES
 
 ENGINES = ("local", "ray")
 ERRORS_SHOWN = 10  # bad records printed in the summary; all are in the output
@@ -29,6 +30,17 @@ def default_threads(engine: str, workers: int) -> int | None:
     if engine == "ray":
         return 1
     return max(1, (os.cpu_count() or 1) // workers) if workers > 1 else None
+
+
+def check_models(names: list[str], folder: Path) -> None:
+    """Unknown validator names and model folders that fail their sha256 check stop the run here,
+    with the CLI's message, before workers start (there they would surface as worker tracebacks)."""
+    unknown = [n for n in names if n not in VALIDATOR_NAMES]
+    if unknown:
+        raise ValueError(f"unknown validator(s) {unknown}; choose from {', '.join(VALIDATOR_NAMES)}")
+    for name in names:
+        if (folder / name / MANIFEST_NAME).is_file():
+            load_manifest(folder / name)
 
 
 def score_log(input: Path, output: Path, *, engine: str = "local", workers: int = 1, ray_address: str | None = None,
@@ -48,6 +60,7 @@ def score_log(input: Path, output: Path, *, engine: str = "local", workers: int 
         raise ValueError(f"--engine {engine!r}: choose {' or '.join(ENGINES)}")
     gate_config = load_gate_config(config)  # a bad policy fails here, before any worker starts
     names = validators or gate_config.validators
+    check_models(names, Path(models_dir or gate_config.models_dir or DEFAULT_MODELS_DIR))
     sink = open_sink(output)
     done = sink.done_keys()
     shards, total = plan_shards(input, shard_lines)

@@ -139,6 +139,22 @@ def test_unknown_format_and_missing_input_are_usage_errors(log, tmp_path):
     assert result.exit_code == 2 and "no such file" in result.output
 
 
+def test_a_tampered_model_or_unknown_validator_stops_before_any_worker_starts(log, tmp_path):
+    import shutil
+
+    from autovalidators.inference.validators import DEFAULT_MODELS_DIR
+
+    models = tmp_path / "models"
+    shutil.copytree(DEFAULT_MODELS_DIR / "tone", models / "tone")
+    (models / "tone" / "tokenizer.json").write_text("{}")
+    for args in (["--models-dir", str(models), "--validators", "tone"], ["--validators", "tone,nope"]):
+        result = runner.invoke(app, ["batch", str(log), "--output", str(tmp_path / "o.jsonl"), "--engine", "ray",
+                                     "--workers", "2", *args])
+        assert result.exit_code == 2, result.output
+    assert "the file changed after export" in runner.invoke(app, [
+        "batch", str(log), "-o", str(tmp_path / "o.jsonl"), "--models-dir", str(models), "--validators", "tone"]).output
+
+
 @pytest.fixture(scope="module")
 def ray_runtime():
     ray = pytest.importorskip("ray", reason="the ray extra: pip install -e '.[ray]'")
