@@ -137,15 +137,16 @@ def batch(
         raise _fail("--ray-address needs --engine ray")
     names = [n.strip() for n in validators.split(",") if n.strip()] if validators else None
     columns = [TextColumn("scoring"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn()]
-    with Progress(*columns, console=console, disable=quiet) as bar:
-        task = bar.add_task("scoring", total=None)
-        try:
-            summary = score_log(input, output, engine=engine, workers=workers, ray_address=ray_address,
-                                config=str(config) if config else None, validators=names,
-                                models_dir=str(models_dir) if models_dir else None, threads=threads,
-                                shard_lines=shard_lines, progress=_Bar(bar, task))
-        except (BatchInputError, ConfigError, ManifestError, ValueError) as exc:
-            raise _fail(str(exc)) from None
+    bar = _Bar(Progress(*columns, console=console, disable=quiet))
+    try:
+        summary = score_log(input, output, engine=engine, workers=workers, ray_address=ray_address,
+                            config=str(config) if config else None, validators=names,
+                            models_dir=str(models_dir) if models_dir else None, threads=threads,
+                            shard_lines=shard_lines, progress=bar)
+    except (BatchInputError, ConfigError, ManifestError, ValueError) as exc:
+        raise _fail(str(exc)) from None
+    finally:
+        bar.stop()
     print_batch_summary(summary)
     if summary_json:
         summary_json.parent.mkdir(parents=True, exist_ok=True)
@@ -155,16 +156,22 @@ def batch(
 
 
 class _Bar:
-    """`score_log`'s progress: the total is known once the input's shards are planned."""
+    """`score_log`'s progress bar, shown once the input's shards are planned and the checks passed
+    (a run that cannot start prints its error without an empty bar)."""
 
-    def __init__(self, bar: Progress, task: Any):
-        self.bar, self.task = bar, task
+    def __init__(self, progress: Progress):
+        self.progress, self.task = progress, None
 
     def start(self, total: int) -> None:
-        self.bar.update(self.task, total=total)
+        self.progress.start()
+        self.task = self.progress.add_task("scoring", total=total)
 
     def advance(self, n: int) -> None:
-        self.bar.advance(self.task, n)
+        if self.task is not None:
+            self.progress.advance(self.task, n)
+
+    def stop(self) -> None:
+        self.progress.stop()
 
 
 def print_batch_summary(summary: dict[str, Any]) -> None:
