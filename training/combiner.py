@@ -57,6 +57,10 @@ class CombinerConfig(StrictModel):
     # feature, so it cannot learn a dataset's quirks that do not carry to another's).
     model: Literal["trees", "logistic"] = "trees"
     logistic_c: float = Field(0.3, gt=0, description="inverse L2 strength of the logistic model")
+    # Features held at 0 while fitting, so the model cannot use them (the runtime still computes
+    # them): answer length and context length mostly tell the judged sets apart, not good
+    # sentences from bad ones, and a dataset's prior does not carry to another's answers.
+    ignore_features: list[str] = Field(default_factory=list)
     data_dir: str = "prepared/grounding"
     # Exported grounding cross-encoder (model.onnx + tokenizer.json + manifest.json), or null for
     # a lexical-only combiner (the nli feature then stays constant and the trees ignore it).
@@ -217,6 +221,11 @@ def train_combiner(config: CombinerConfig, config_source: str = "") -> dict[str,
     logger.info("featurising %d train and %d dev answers", len(train_records), len(dev_records))
     cache = Path(config.cross_encoder) / SCORE_CACHE if config.cross_encoder else None
     train, dev = featurise(train_records, scorer, cache), featurise(dev_records, scorer, cache)
+    unknown_names = sorted(set(config.ignore_features) - set(FEATURE_NAMES))
+    if unknown_names:
+        raise ValueError(f"ignore_features: unknown feature(s) {unknown_names}; known: {', '.join(FEATURE_NAMES)}")
+    for name in config.ignore_features:
+        train.features[:, FEATURE_NAMES.index(name)] = 0.0
     known = train.labels >= 0
     # Class 0 = unsupported: the ONNX graph's probabilities[:, 0] is P(unsupported).
     weights = sample_weights(train, config)[known]
