@@ -250,6 +250,9 @@ SPEC = FactSpansSpec(
     window_aggregation="per answer token: P(FACT) = max over windows, other labels share 1 - P(FACT) in "
                        "proportion to their window mean; answers over max_answer_tokens split into parts",
     benchmark="autovalidators.training.benchmark_fact_spans:benchmark",
+    # configs/fact_spans.yaml is the data-prep config of `prepare fact-spans`; the token model's
+    # train/export/benchmark recipe is this one. (The shipped grounding model needs no config.)
+    config_file="fact_spans_model.yaml",
     extra={"input": "[CLS] question [SEP] context-window [SEP] answer-part [SEP]",
            "encoding": "EncodingRule.for_length: question <= min(64, max_length/8) tokens, answer parts <= "
                        "min(256, max_length/2) tokens, cut between words",
