@@ -7,6 +7,7 @@ threshold is chosen on dev by `ExportConfig.threshold_rule` (default: best F1).
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 import numpy as np
@@ -61,33 +62,50 @@ def classification_metrics(scores: np.ndarray, labels: np.ndarray, threshold: fl
             "recall": float(recall), "f1": float(f1), "roc_auc": float(auc), "threshold": float(threshold)}
 
 
-class QARelevanceSpec(TaskSpec):
+@dataclass
+class PairSpec(TaskSpec):
+    """A sentence-pair classifier over two record fields, P(positive) = softmax(logits)[1], one
+    dev-chosen threshold: QA relevance (question, answer) and grounding (evidence, claim)."""
+
+    first: str = "question"  # the record field encoded as the first segment
+    second: str = "answer"
+    threshold_key: str = THRESHOLD_KEY
+    example: dict = field(default_factory=lambda: {
+        "question": "When did the Normans reach Normandy?",
+        "answer": "The Normans settled in Normandy in the 10th and 11th centuries."})
+
     def encode(self, tokenizer, record: dict, max_length: int) -> dict[str, Any]:
-        features: dict[str, Any] = encode_pair(tokenizer, record["question"], record["answer"], max_length)
+        features: dict[str, Any] = encode_pair(tokenizer, record[self.first], record[self.second], max_length)
         if "label" in record:
             features["labels"] = int(record["label"])
         return features
 
     def example_text(self) -> dict:
-        return {"question": "When did the Normans reach Normandy?",
-                "answer": "The Normans settled in Normandy in the 10th and 11th centuries."}
+        return dict(self.example)
 
     def scores(self, logits: np.ndarray) -> np.ndarray:
-        """P(relevant) per pair."""
+        """P(positive label) per pair."""
         return probabilities(logits, "single_label")[:, 1]
 
     def metrics(self, logits, records, thresholds=None) -> dict[str, float]:
-        scores = self.scores(logits)
         labels = np.asarray([int(r["label"]) for r in records])
-        threshold = (thresholds or {}).get(THRESHOLD_KEY, 0.5)
-        result = classification_metrics(scores, labels, threshold)
-        result.update(ranking_metrics(scores, labels, [r.get("group") or r["question"] for r in records]))
-        return result
+        return classification_metrics(self.scores(logits), labels, (thresholds or {}).get(self.threshold_key, 0.5))
 
     def thresholds(self, logits, records, config) -> dict[str, float]:
         labels = np.asarray([int(r["label"]) for r in records])
-        return {THRESHOLD_KEY: best_threshold(self.scores(logits), labels, config.threshold_rule,
-                                              config.target_precision)}
+        return {self.threshold_key: best_threshold(self.scores(logits), labels, config.threshold_rule,
+                                                   config.target_precision)}
+
+
+@dataclass
+class QARelevanceSpec(PairSpec):
+    """Adds WikiQA's answer-selection MAP/MRR (grouped by question) to the pair metrics."""
+
+    def metrics(self, logits, records, thresholds=None) -> dict[str, float]:
+        result = super().metrics(logits, records, thresholds)
+        labels = np.asarray([int(r["label"]) for r in records])
+        result.update(ranking_metrics(self.scores(logits), labels, [r.get("group") or r["question"] for r in records]))
+        return result
 
 
 SPEC = QARelevanceSpec(
