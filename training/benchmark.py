@@ -85,6 +85,18 @@ def load_torch_model(spec: TaskSpec, best: Path, threads: int):
     return spec.model_class().from_pretrained(str(best)).eval()
 
 
+def time_torch_forward(model: Any, feeds: dict[int, dict[str, Any]], runs: dict[int, int]) -> dict[str, Any]:
+    """`time_calls` of a torch model's forward on NumPy feeds, per input length (inference mode)."""
+    import torch
+
+    result = {}
+    with torch.inference_mode():
+        for n, arrays in feeds.items():
+            feed = {k: torch.from_numpy(v) for k, v in arrays.items()}
+            result[str(n)] = time_calls(lambda feed=feed: model(**feed), runs.get(n, 20))
+    return result
+
+
 def update_manifest_metrics(folder: Path, metrics: dict[str, Any]) -> None:
     """Rewrites the manifest with `metrics` merged in (files re-hashed, so it stays verifiable)."""
     update_manifest(folder, metrics={**load_manifest(folder).metrics, **metrics})

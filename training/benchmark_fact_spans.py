@@ -40,7 +40,7 @@ from autovalidators.inference.validators.base import Validator, ValidatorInfo
 from autovalidators.inference.validators.grounding_spans import TASK as GROUNDING_TASK
 from autovalidators.inference.validators.heuristic import HeuristicFactSpans
 
-from .benchmark import load_torch_model, machine, print_table, time_calls, update_manifest_metrics
+from .benchmark import load_torch_model, machine, print_table, time_calls, time_torch_forward, update_manifest_metrics
 from .config import TaskConfig
 from .tasks.base import TaskSpec
 
@@ -175,13 +175,7 @@ def torch_latency(spec: TaskSpec, best: Path, validator: FactSpanValidator, thre
     model = load_torch_model(spec, best, threads)
     if model is None:
         return None
-    import torch
-    result = {}
-    with torch.inference_mode():
-        for n in LATENCY_TOKENS:
-            feed = {k: torch.from_numpy(v) for k, v in latency_inputs(validator, n).items()}
-            result[str(n)] = time_calls(lambda feed=feed: model(**feed), RUNS[n])
-    return result
+    return time_torch_forward(model, {n: latency_inputs(validator, n) for n in LATENCY_TOKENS}, RUNS)
 
 
 def benchmark(spec: TaskSpec, task_config: TaskConfig, model_dir: Path, *, run_dir: Path | None = None,

@@ -34,7 +34,7 @@ from autovalidators.inference.results import SpanLabel
 from autovalidators.inference.validators.base import Validator
 from autovalidators.inference.validators.grounding_spans import GroundingFactSpans
 
-from .benchmark import load_torch_model, machine, print_table, time_calls, update_manifest_metrics
+from .benchmark import load_torch_model, machine, print_table, time_calls, time_torch_forward, update_manifest_metrics
 from .benchmark_fact_spans import BASELINES, _chars, _prf, add_ragtruth_total, load_heldout, score_group, summarise
 
 logger = logging.getLogger(__name__)
@@ -111,14 +111,7 @@ def torch_forward_latency(best: Path, validator: GroundingFactSpans, threads: in
     model = load_torch_model(get_task("grounding"), best, threads)
     if model is None:
         return None
-    import torch
-
-    result = {}
-    with torch.inference_mode():
-        for n in lengths:
-            feed = {k: torch.from_numpy(v) for k, v in _pair_feed(validator, n).items()}
-            result[str(n)] = time_calls(lambda feed=feed: model(**feed), RUNS.get(n, 20))
-    return result
+    return time_torch_forward(model, {n: _pair_feed(validator, n) for n in lengths}, RUNS)
 
 
 def per_case_latency(predict, cases: Sequence[Case], rounds: int = 2) -> dict[str, Any]:
