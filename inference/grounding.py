@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 import re
+from bisect import bisect_left
 from dataclasses import dataclass, field
 from typing import Sequence
 
@@ -80,15 +81,20 @@ class ContextIndex:
     chunks: list[Chunk]
     tokens: int
     truncated_chunks: int = 0
+    fact_stems: list[frozenset[str]] = field(default_factory=list)  # per atomic fact (`heuristics.atomic_facts`)
 
     @classmethod
     def build(cls, context: str) -> "ContextIndex":
+        # One tokenisation (Snowball stemming is the cost) serves stems, chunks and atomic facts.
         tokens = tokenize(context)
         content = [t.stem for t in tokens if not t.is_stopword]
-        chunks = context_chunks(context)
+        chunks = context_chunks(context, tokens=tokens)
+        starts = [t.start for t in tokens]
+        facts = [_content_stems_between(tokens, starts, f.start, f.end) for f in heuristics.atomic_facts(context)]
         return cls(text=context, stems={t.stem for t in tokens}, numbers={t.stem for t in tokens if t.is_number},
                    bigrams=set(zip(content, content[1:])), negated=bool(NEGATIONS & {t.text for t in tokens}),
-                   chunks=chunks[:MAX_CHUNKS], tokens=len(tokens), truncated_chunks=max(0, len(chunks) - MAX_CHUNKS))
+                   chunks=chunks[:MAX_CHUNKS], tokens=len(tokens), truncated_chunks=max(0, len(chunks) - MAX_CHUNKS),
+                   fact_stems=facts)
 
     def best_chunks(self, stems: set[str], k: int = 1) -> list[Chunk]:
         """The `k` chunks sharing most of `stems` (earlier first on ties)."""
@@ -98,8 +104,17 @@ class ContextIndex:
         return [self.chunks[i] for i in scored[:k]]
 
 
-def context_chunks(context: str, max_words: int = CHUNK_WORDS) -> list[Chunk]:
-    """Consecutive sentences packed into chunks of at most `max_words` words (character offsets)."""
+def _content_stems_between(tokens: Sequence[Token], starts: Sequence[int], start: int, end: int) -> frozenset[str]:
+    """Content stems of the tokens (sorted by offset, `starts` their offsets) that lie in [start, end)."""
+    first, last = bisect_left(starts, start), bisect_left(starts, end)
+    return frozenset(t.stem for t in tokens[first:last] if not t.is_stopword)
+
+
+def context_chunks(context: str, max_words: int = CHUNK_WORDS, tokens: Sequence[Token] | None = None) -> list[Chunk]:
+    """Consecutive sentences packed into chunks of at most `max_words` words (character offsets).
+
+    `tokens`: the context's `tokenize` output when the caller has it (chunks end at whitespace, so
+    a chunk's tokens are the context's tokens inside it)."""
     pieces: list[tuple[int, int]] = []
     for sentence in split_sentences(context):
         words = [(m.start() + sentence.start, m.end() + sentence.start) for m in _WORD.finditer(sentence.text)]
@@ -117,12 +132,14 @@ def context_chunks(context: str, max_words: int = CHUNK_WORDS) -> list[Chunk]:
         end, count = piece_end, count + words
     if start is not None:
         chunks.append((start, end))
-    return [Chunk(s, e, context[s:e], frozenset(t.stem for t in tokenize(context[s:e]) if not t.is_stopword))
-            for s, e in chunks]
+    tokens = tokenize(context) if tokens is None else tokens
+    starts = [t.start for t in tokens]
+    return [Chunk(s, e, context[s:e], _content_stems_between(tokens, starts, s, e)) for s, e in chunks]
 
 
-def _is_name(token: Token, sentence_start: int) -> bool:
-    return token.is_capitalized and not token.is_number and token.start != sentence_start
+def _is_name(token: Token) -> bool:
+    """Capitalised inside its sentence (offsets are sentence-relative: 0 is the sentence start)."""
+    return token.is_capitalized and not token.is_number and token.start != 0
 
 
 @dataclass
@@ -133,17 +150,17 @@ class SentenceSignals:
     features: np.ndarray  # float32, FEATURE_NAMES order; nli = NO_NLI until a cross-encoder fills it
     evidence: str  # the best chunk's text ("" without context)
     is_noise: bool
-    unsupported: list[tuple[int, int]] = field(default_factory=list)  # char ranges into the answer
     tokens: list[Token] = field(default_factory=list)
     supported: list[bool] = field(default_factory=list)  # per token: its stem (number) occurs in the context
+
+    @property
+    def unsupported(self) -> list[tuple[int, int]]:
+        """Unsupported phrases (answer offsets) at the default gap of one stopword."""
+        return self.phrases()
 
     def phrases(self, max_gap: int = 1) -> list[tuple[int, int]]:
         """Unsupported phrases merged across up to `max_gap` stopwords (answer offsets)."""
         return unsupported_phrases(self.tokens, self.supported, self.sentence.start, max_gap)
-
-
-def _weight(token: Token) -> float:
-    return 2.0 if token.is_number or token.is_capitalized else 1.0
 
 
 def unsupported_phrases(tokens: Sequence[Token], supported: Sequence[bool], offset: int,
@@ -177,14 +194,14 @@ def sentence_signals(answer: str, context: ContextIndex) -> list[SentenceSignals
         stems = {t.stem for t in content}
         supported = [t.stem in (context.numbers if t.is_number else context.stems) for t in tokens]
         content_supported = [ok for t, ok in zip(tokens, supported) if not t.is_stopword]
-        total = sum(_weight(t) for t in content)
-        found = sum(_weight(t) for t, ok in zip(content, content_supported) if ok)
+        total = sum(heuristics.claim_weight(t) for t in content)
+        found = sum(heuristics.claim_weight(t) for t, ok in zip(content, content_supported) if ok)
         weighted = found / total if total else 1.0
         best = context.best_chunks(stems, 1)
         best_share = len(stems & best[0].stems) / len(stems) if best and stems else 0.0
         pairs = list(zip([t.stem for t in content], [t.stem for t in content][1:]))
         bigram_share = sum(p in context.bigrams for p in pairs) / len(pairs) if pairs else weighted
-        names = [t for t in content if _is_name(t, 0)]
+        names = [t for t in content if _is_name(t)]
         numbers = [t for t in content if t.is_number]
         negated = bool(NEGATIONS & {t.text for t in tokens})
         run = longest = 0
@@ -199,7 +216,7 @@ def sentence_signals(answer: str, context: ContextIndex) -> list[SentenceSignals
             support, weighted, sum(content_supported) / len(content) if content else 1.0, best_share, bigram_share,
             math.log1p(len(content)), float(len(content) - sum(content_supported)), float(len(numbers)),
             float(sum(1 for t, ok in zip(content, content_supported) if t.is_number and not ok)),
-            float(len(names)), float(sum(1 for t, ok in zip(content, content_supported) if _is_name(t, 0) and not ok)),
+            float(len(names)), float(sum(1 for t, ok in zip(content, content_supported) if _is_name(t) and not ok)),
             float(negated), float(negated and not context.negated), float(is_noise),
             float(len(_HEDGE.findall(sentence.text))), index / max(1, len(sentences) - 1), float(len(sentences)),
             math.log1p(context.tokens), is_russian, longest / len(content) if content else 1.0, 0.0, NO_NLI,
@@ -207,7 +224,7 @@ def sentence_signals(answer: str, context: ContextIndex) -> list[SentenceSignals
         signals.append(SentenceSignals(
             sentence=sentence, features=np.asarray(features, dtype=np.float32),
             evidence=best[0].text if best else "", is_noise=is_noise,
-            unsupported=unsupported_phrases(tokens, supported, sentence.start), tokens=tokens, supported=supported))
+            tokens=tokens, supported=supported))
     claims = [s for s in signals if not s.is_noise]
     mean_support = float(np.mean([s.features[0] for s in claims])) if claims else 1.0
     for s in signals:

@@ -10,6 +10,7 @@ import math
 import re
 from collections import Counter
 from dataclasses import dataclass
+from typing import Sequence
 
 from .text import NEGATIONS, Sentence, Token, content_stems, split_sentences, tokenize
 
@@ -58,7 +59,7 @@ class SentenceSupport:
     negation_mismatch: bool
 
 
-def _weight(token: Token) -> float:
+def claim_weight(token: Token) -> float:
     # Numbers and names carry the checkable claim; a wrong one matters more than a wrong verb.
     return 2.0 if token.is_number or token.is_capitalized else 1.0
 
@@ -96,8 +97,8 @@ def sentence_support(answer: str, context: str) -> list[SentenceSupport]:
             continue
         tokens = tokenize(sentence.text)
         content = [t for t in tokens if not t.is_stopword]
-        total = sum(_weight(t) for t in content)
-        found = sum(_weight(t) for t in content if t.stem in context_stems)
+        total = sum(claim_weight(t) for t in content)
+        found = sum(claim_weight(t) for t in content if t.stem in context_stems)
         support = found / total if total else 1.0
         missing_numbers = tuple(t.text for t in content if t.is_number and t.stem not in context_numbers)
         negated = bool(NEGATIONS & {t.text for t in tokens})
@@ -123,11 +124,15 @@ def atomic_facts(context: str) -> list[Sentence]:
 
 def fact_recall(answer: str, context: str, covered_at: float = 0.5) -> float:
     """Share of the context's atomic facts whose content stems the answer mostly repeats."""
-    facts = [content_stems(f.text) for f in atomic_facts(context)]
-    facts = [f for f in facts if f]
+    return recall_of_facts(content_stems(answer), [content_stems(f.text) for f in atomic_facts(context)], covered_at)
+
+
+def recall_of_facts(answer_stems: set[str], fact_stems: Sequence[set[str] | frozenset[str]],
+                    covered_at: float = 0.5) -> float:
+    """`fact_recall` from stems already computed (facts without content stems do not count)."""
+    facts = [f for f in fact_stems if f]
     if not facts:
         return 0.0
-    answer_stems = content_stems(answer)
     covered = sum(1 for f in facts if len(f & answer_stems) / len(f) >= covered_at)
     return covered / len(facts)
 

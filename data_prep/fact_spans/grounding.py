@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import logging
 import random
-from collections import Counter
 from pathlib import Path
 from typing import Iterable, Sequence
 
@@ -30,7 +29,7 @@ from autovalidators.inference.config import StrictModel
 from autovalidators.inference.grounding import ContextIndex, SentenceSignals, sentence_signals
 from autovalidators.inference.text import content_stems
 
-from ..data_card import count_by, write_data_card
+from ..data_card import write_data_card
 from ..io import DataError, write_jsonl
 from ..splits import grouped_split
 from .build import read_sources
@@ -232,8 +231,3 @@ def prepare(config: GroundingPrepareConfig) -> dict:
                "annotators marked it; response-level labels are never turned into spans"])
     card["errors"] = errors
     return card
-
-
-def label_counts(rows: Iterable[dict]) -> str:
-    counts = Counter(r["label"] for r in rows)
-    return f"{counts.get(1, 0)} supported / {counts.get(0, 0)} not"

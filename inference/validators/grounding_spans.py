@@ -36,7 +36,7 @@ from ..grounding import NLI_FEATURE, ContextIndex, SentenceSignals, sentence_sig
 from ..manifest import Manifest
 from ..onnx_session import OnnxSession
 from ..results import FactSpansOutput, Span, SpanLabel
-from ..text import language_of
+from ..text import content_stems, language_of
 from . import register_onnx_validator
 from .base import ValidatorInfo
 from .heuristic import HeuristicFactSpans
@@ -148,16 +148,16 @@ class GroundingFactSpans:
                    fallback_languages=manifest.fallback_languages,
                    info=ValidatorInfo("fact_spans", "onnx", manifest.version, manifest.model_sha256))
 
-    def signals(self, cases: Sequence[Case]) -> list[list[SentenceSignals]]:
-        """Per case its sentences' features with the cross-encoder score filled in."""
-        per_case = [sentence_signals(c.answer, ContextIndex.build(c.context_text)) for c in cases]
+    def signals(self, cases: Sequence[Case]) -> list[tuple[ContextIndex, list[SentenceSignals]]]:
+        """Per case its context index and its sentences' features, cross-encoder score filled in."""
+        indexes = [ContextIndex.build(c.context_text) for c in cases]
+        per_case = [sentence_signals(c.answer, index) for c, index in zip(cases, indexes)]
         claims = [s for signals in per_case for s in signals if not s.is_noise]
-        if self.scorer is None:
-            return per_case
-        nli = self.scorer.scores([(s.evidence, s.sentence.text) for s in claims])
-        for signal, score in zip(claims, nli):
-            signal.features[NLI_FEATURE] = score
-        return per_case
+        if self.scorer is not None:
+            nli = self.scorer.scores([(s.evidence, s.sentence.text) for s in claims])
+            for signal, score in zip(claims, nli):
+                signal.features[NLI_FEATURE] = score
+        return list(zip(indexes, per_case))
 
     def predict(self, cases: Sequence[Case]) -> list[FactSpansOutput]:
         outputs: list[FactSpansOutput | None] = [None] * len(cases)
@@ -170,12 +170,12 @@ class GroundingFactSpans:
             else:
                 modelled.append(index)
         per_case = self.signals([cases[i] for i in modelled])
-        features = [s.features for signals in per_case for s in signals if not s.is_noise]
+        features = [s.features for _, signals in per_case for s in signals if not s.is_noise]
         unsupported = self.combiner.unsupported(np.stack(features)) if features else np.zeros(0)
         position = 0
-        for index, signals in zip(modelled, per_case):
+        for index, (context, signals) in zip(modelled, per_case):
             n = sum(1 for s in signals if not s.is_noise)
-            outputs[index] = self._output(cases[index], signals, unsupported[position:position + n])
+            outputs[index] = self._output(cases[index], context, signals, unsupported[position:position + n])
             position += n
         return outputs  # type: ignore[return-value]
 
@@ -183,7 +183,8 @@ class GroundingFactSpans:
         task = task_of(case.question, case.context_text, str(case.meta.get("task", "")) or None)
         return self.task_thresholds.get(task, self.threshold)
 
-    def _output(self, case: Case, signals: list[SentenceSignals], unsupported: np.ndarray) -> FactSpansOutput:
+    def _output(self, case: Case, context: ContextIndex, signals: list[SentenceSignals],
+                unsupported: np.ndarray) -> FactSpansOutput:
         threshold = self.threshold_for(case)
         spans = sentence_spans(case.answer, signals, unsupported, threshold, self.span_mode, self.phrase_gap)
         claim_chars = sum(s.sentence.end - s.sentence.start for s in signals if not s.is_noise)
@@ -194,7 +195,8 @@ class GroundingFactSpans:
             applies=True, hallucinated=bool(len(unsupported)) and worst >= threshold,
             hallucination_score=calibrate(worst, threshold),
             precision=fact_chars / claim_chars if claim_chars else 1.0,
-            recall=heuristics.fact_recall(facts_text, case.context_text), spans=tuple(spans), source="onnx")
+            recall=heuristics.recall_of_facts(content_stems(facts_text), context.fact_stems), spans=tuple(spans),
+            source="onnx")
 
 
 @register_onnx_validator(TASK)
