@@ -34,10 +34,12 @@ def train_combiner_command(
     except ConfigError as exc:
         console.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(code=2) from None
-    overrides = {"output_dir": output_dir,
-                 "cross_encoder": None if cross_encoder == "none" else cross_encoder}
-    settings = settings.model_copy(update={k: v for k, v in overrides.items()
-                                           if v is not None or (k == "cross_encoder" and cross_encoder == "none")})
+    overrides: dict[str, str | None] = {}
+    if output_dir is not None:
+        overrides["output_dir"] = output_dir
+    if cross_encoder is not None:
+        overrides["cross_encoder"] = None if cross_encoder == "none" else cross_encoder
+    settings = settings.model_copy(update=overrides)
     try:
         summary = train_combiner(settings, config_source=str(config))
     except (DataError, FileNotFoundError, ValueError) as exc:
