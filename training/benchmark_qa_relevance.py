@@ -3,7 +3,9 @@
 Quality, for the shipped int8 model and the run's fp32 ONNX graph, both through the runtime
 validator (so tokenisation and truncation are the production ones):
 - held-out pairs (`<prepare.output_dir>/test.jsonl`, questions never seen in training):
-  accuracy, precision, recall, F1 at the manifest threshold, ROC-AUC;
+  accuracy, precision, recall, F1 at the manifest threshold, ROC-AUC; the same per language
+  (`test.by_language`: Russian pairs are a minority the pooled numbers hide) and per source
+  (`test.by_source`);
 - WikiQA dev answer selection: MAP and MRR over questions with at least one correct sentence.
 Latency: one 128-token pair and a batch of 32 such pairs, `threads` intra-op threads, p50/p95 of
 end-to-end `scores()` calls (tokenisation included); torch eager on the same inputs when torch is
@@ -47,6 +49,15 @@ def latency_pair(validator: QARelevanceValidator, tokens: int = LATENCY_TOKENS) 
     return question, answer
 
 
+def breakdown(scores: np.ndarray, labels: np.ndarray, keys: list[str], threshold: float) -> dict[str, Any]:
+    """`classification_metrics` (+ `pairs`) per key, keys sorted; ROC-AUC is NaN where one class is absent."""
+    result = {}
+    for key in sorted(set(keys)):
+        mask = np.asarray([k == key for k in keys])
+        result[key] = {**classification_metrics(scores[mask], labels[mask], threshold), "pairs": int(mask.sum())}
+    return result
+
+
 def quality(validator: QARelevanceValidator, test: list[dict], wikiqa: list[dict]
             ) -> tuple[dict[str, Any], np.ndarray | None]:
     """Metrics on the held-out pairs and WikiQA dev, and the test pairs' scores (for predictions)."""
@@ -57,6 +68,9 @@ def quality(validator: QARelevanceValidator, test: list[dict], wikiqa: list[dict
         labels = np.asarray([int(r["label"]) for r in test])
         result["test"] = classification_metrics(scores, labels, validator.threshold)
         result["test"]["pairs"] = len(test)
+        for name, field in (("by_language", "language"), ("by_source", "source")):
+            result["test"][name] = breakdown(scores, labels, [str(r.get(field) or "unknown") for r in test],
+                                             validator.threshold)
     if wikiqa:
         scores = validator.scores([(r["question"], r["answer"]) for r in wikiqa])
         labels = np.asarray([int(r["label"]) for r in wikiqa])
@@ -136,6 +150,11 @@ def benchmark(spec: TaskSpec, task_config: TaskConfig, model_dir: Path, *, run_d
     print_table(f"qa_relevance quality (threshold {report['threshold']:.3f})", rows,
                 ["model", "test accuracy", "test precision", "test recall", "test f1", "test roc_auc",
                  "wikiqa MAP", "wikiqa MRR"])
+    language_rows = [{"model": name, "language": language, **{k: metrics[k] for k in ("pairs", "f1", "roc_auc")}}
+                     for name, result in report["quality"].items()
+                     for language, metrics in result.get("test", {}).get("by_language", {}).items()]
+    if language_rows:
+        print_table("qa_relevance test pairs per language", language_rows, ["model", "language", "pairs", "f1", "roc_auc"])
     latency_rows = [{"runtime": name, "1x128 p50 ms": r["single_128"]["p50_ms"], "1x128 p95 ms": r["single_128"]["p95_ms"],
                      f"{BATCH}x128 p50 ms": r[f"batch_{BATCH}x128"]["p50_ms"],
                      f"{BATCH}x128 p95 ms": r[f"batch_{BATCH}x128"]["p95_ms"]} for name, r in report["latency"].items()]
