@@ -24,6 +24,15 @@ NOISE_PATTERNS = [
     r"\bдобрый (день|вечер)\b", r"\bнадеюсь,? (это|мой ответ) помо\w+", r"\bобращайтесь\b",
     r"\bс уважением\b", r"\bхорошего дня\b", r"\bрад\w* помочь\b", r"\bвот (краткое )?(резюме|ответ)\b",
 ]
+# A preamble that announces the answer ("Here's the summary within 84 words:", "Вот краткое
+# содержание статьи:") frames it and claims nothing about the source: noise, however many words it has.
+PREAMBLE_PATTERNS = [
+    r"^\W*((sure|certainly|of course|okay|ok)\W+)?(here('s| is| are)|below (is|are)|the following (is|are))\b"
+    r"[^.!?:]{0,120}\b(summary|summari[sz]ed|overview|answer|response|rewrite|version|list|description|report)\b"
+    r"[^.!?:]{0,60}[:.]?\s*$",
+    r"^\W*((конечно|хорошо)\W+)?(вот|ниже)\b[^.!?:]{0,120}\b(кратк\w+ (содержани|изложени|пересказ)\w*|резюме|"
+    r"ответ\w*|обзор\w*|сводк\w+|пересказ\w*)[^.!?:]{0,60}[:.]?\s*$",
+]
 # The answer declines to answer: correct behaviour when the context does not support one.
 ABSTENTION_PATTERNS = [
     r"\b(i|we) (do not|don't|did not|didn't) (have|find|know)\b",
@@ -46,6 +55,7 @@ HEDGE_PATTERNS = [
 # Words an abstaining answer may add beyond the question ("I cannot answer that question").
 MAX_NEW_WORDS_IN_ABSTENTION = 4
 _NOISE = re.compile("|".join(NOISE_PATTERNS), re.IGNORECASE)
+_PREAMBLE = re.compile("|".join(PREAMBLE_PATTERNS), re.IGNORECASE)
 _ABSTENTION = re.compile("|".join(ABSTENTION_PATTERNS), re.IGNORECASE)
 _HEDGE = re.compile("|".join(HEDGE_PATTERNS), re.IGNORECASE)
 
@@ -65,7 +75,9 @@ def claim_weight(token: Token) -> float:
 
 
 def is_noise_sentence(sentence: Sentence) -> bool:
-    """Noise when filler phrases cover most of the sentence's words."""
+    """Noise when filler phrases cover most of the sentence's words, or it is a preamble."""
+    if _PREAMBLE.match(sentence.text):
+        return True
     covered = sum(len(m.group(0)) for m in _NOISE.finditer(sentence.text))
     if not covered:
         return False

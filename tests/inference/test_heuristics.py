@@ -49,6 +49,21 @@ def test_noise_sentences_are_recognised_in_both_languages():
         assert heuristics.sentence_support(filler, "unrelated context")[0].is_noise, filler
 
 
+@pytest.mark.parametrize("preamble", [
+    "Here is a summary of the article in 74 words:", "Here's the summary within 84 words:",
+    "Sure! Here is the article summarized in 200 words:", "Вот краткое содержание статьи в 50 словах:"])
+def test_preambles_that_announce_the_answer_are_noise(preamble):
+    # LLM answers open with them; they claim nothing about the source, however many words they have
+    supports = heuristics.sentence_support(preamble + "\nThe tower opened in 1889.", "The tower opened in 1889.")
+    assert supports[-2].is_noise and not supports[-1].is_noise
+
+
+@pytest.mark.parametrize("claim", ["Here is the answer: the office opens in 2027.", "Вот ответ: офис откроется в 2027 году.",
+                                   "Here are the three factors: genetics, hormones and diet."])
+def test_a_preamble_followed_by_its_claim_is_not_noise(claim):
+    assert not heuristics.sentence_support(claim, "unrelated context")[0].is_noise
+
+
 def test_precision_and_recall_are_different_quantities():
     context = "The tower is 330 metres tall. It opened in 1889. It was designed by Gustave Eiffel."
     answer = "The tower opened in 1889."
