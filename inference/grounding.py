@@ -150,6 +150,7 @@ class SentenceSignals:
     features: np.ndarray  # float32, FEATURE_NAMES order; nli = NO_NLI until a cross-encoder fills it
     evidence: str  # the best chunk's text ("" without context)
     is_noise: bool
+    evidence_stems: frozenset[str] = frozenset()  # the best chunk's content stems
     tokens: list[Token] = field(default_factory=list)
     supported: list[bool] = field(default_factory=list)  # per token: its stem (number) occurs in the context
 
@@ -224,6 +225,7 @@ def sentence_signals(answer: str, context: ContextIndex) -> list[SentenceSignals
         signals.append(SentenceSignals(
             sentence=sentence, features=np.asarray(features, dtype=np.float32),
             evidence=best[0].text if best else "", is_noise=is_noise,
+            evidence_stems=best[0].stems if best else frozenset(),
             tokens=tokens, supported=supported))
     claims = [s for s in signals if not s.is_noise]
     mean_support = float(np.mean([s.features[0] for s in claims])) if claims else 1.0

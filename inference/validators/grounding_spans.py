@@ -9,14 +9,15 @@ cross-encoder, on abstractive summaries the cross-encoder sees paraphrase the ov
 combiner learns how much each counts from judged sentences.
 
 Outputs per case (what the gate reads):
-- `spans`: NOISE for filler sentences; a sentence whose P(unsupported) reaches the dev threshold
-  (manifest `thresholds`: `hallucination/<task>` for the case's task type, `grounding.task_of`,
-  where dev chose one, else `hallucination`) is HALLUCINATION over its unsupported words (content
-  tokens the context never uses, merged into phrases; the whole sentence when every word occurs
-  in the context, e.g. a swapped relation), FACT elsewhere (manifest `training.span_mode`
-  "phrases"), or wholly HALLUCINATION ("sentence");
-- `hallucination_score`: the highest sentence P(unsupported), mapped piecewise-linearly so the
-  threshold sits at 0.5 (the gate's `span_grounding` check then agrees with `hallucinated`);
+- `spans`: NOISE for filler sentences and preambles; a sentence whose answer-scale score
+  (`AnswerCalibration`: its P(unsupported), discounted by the answer's number of claim sentences)
+  reaches the dev threshold (manifest `thresholds`: `hallucination/<task>` for the case's task
+  type, `grounding.task_of`, where dev chose one, else `hallucination`) is HALLUCINATION over the
+  words the token narrower marks (`narrower.onnx`, `inference.narrowing`; manifest
+  `training.span_mode` "words"), or over its unsupported phrases ("phrases"), or wholly
+  ("sentence"); FACT elsewhere;
+- `hallucination_score`: the highest sentence score, mapped piecewise-linearly so the threshold
+  sits at 0.5 (the gate's `span_grounding` check then agrees with `hallucinated`);
 - `precision`: length-weighted share of claim sentences' characters labelled FACT;
 - `recall`: share of the context's atomic facts the FACT spans repeat (`heuristics.fact_recall`);
 - `applies=False` without context or answer. Answers in `fallback_languages` (Russian: the
@@ -25,6 +26,8 @@ Outputs per case (what the gate reads):
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
@@ -34,6 +37,7 @@ from .. import heuristics
 from ..case import Case
 from ..grounding import NLI_FEATURE, ContextIndex, SentenceSignals, sentence_signals, task_of
 from ..manifest import Manifest
+from ..narrowing import marked_ranges, token_features
 from ..onnx_session import OnnxSession
 from ..results import FactSpansOutput, Span, SpanLabel
 from ..text import content_stems, language_of
@@ -61,6 +65,56 @@ class Combiner:
         return np.asarray(probabilities, dtype=np.float64)[:, 0]  # class 0 = unsupported
 
 
+@dataclass(frozen=True)
+class AnswerCalibration:
+    """The answer's score from its claim sentences' P(unsupported): a logistic model of the worst
+    sentence's logit and the log of the number of claim sentences. Why the count: an answer of k
+    sentences has k chances for one to cross any cut by chance, so with the plain maximum long
+    answers are flagged far more often than their error rate warrants (a multiple-comparison
+    correction, learned from judged answers). Applied per sentence, so the answer is flagged
+    exactly when its worst sentence is. The defaults are the identity (score = max P)."""
+
+    max_logit: float = 1.0
+    log_claims: float = 0.0
+    intercept: float = 0.0
+
+    def scores(self, unsupported: np.ndarray) -> np.ndarray:
+        p = np.clip(np.asarray(unsupported, dtype=np.float64), 1e-4, 1 - 1e-4)
+        if not len(p) or (self.max_logit, self.log_claims, self.intercept) == (1.0, 0.0, 0.0):
+            return np.asarray(unsupported, dtype=np.float64)
+        z = self.max_logit * np.log(p / (1 - p)) + self.log_claims * math.log(len(p)) + self.intercept
+        return 1.0 / (1.0 + np.exp(-z))
+
+
+class Narrower:
+    """The token model (`narrower.onnx`): TOKEN_FEATURE_NAMES rows -> P(word is unsupported)."""
+
+    def __init__(self, model_path: str | Path, *, cut: float, gap: int, threads: int | None = None):
+        self.session = OnnxSession(model_path, threads=threads or 1)
+        self.input_name = next(iter(self.session.input_types))
+        self.output = next(n for n in self.session.output_names if "prob" in n)
+        self.cut, self.gap = float(cut), int(gap)
+
+    def word_scores(self, rows: np.ndarray) -> np.ndarray:
+        if len(rows) == 0:
+            return np.zeros(0)
+        probabilities = self.session.run({self.input_name: rows.astype(np.float32)})[self.output]
+        return np.asarray(probabilities, dtype=np.float64)[:, 1]  # class 1 = unsupported word
+
+    def ranges(self, context: ContextIndex, flagged: Sequence[tuple[int, SentenceSignals, float]]
+               ) -> dict[int, list[tuple[int, int]]]:
+        """Claim index -> marked answer ranges, for the flagged (claim index, sentence, P) triples."""
+        if not flagged:
+            return {}
+        rows = [token_features(signal, context, p) for _, signal, p in flagged]
+        scores = self.word_scores(np.concatenate(rows))
+        out, position = {}, 0
+        for (claim, signal, _), block in zip(flagged, rows):
+            out[claim] = marked_ranges(signal, scores[position:position + len(block)], self.cut, self.gap)
+            position += len(block)
+        return out
+
+
 def calibrate(probability: float, threshold: float) -> float:
     """Maps [0, threshold] onto [0, 0.5] and [threshold, 1] onto [0.5, 1]."""
     if not 0.0 < threshold < 1.0:
@@ -71,21 +125,28 @@ def calibrate(probability: float, threshold: float) -> float:
 
 
 def sentence_spans(answer: str, signals: Sequence[SentenceSignals], unsupported: np.ndarray, threshold: float,
-                   span_mode: str, phrase_gap: int = 1) -> list[Span]:
-    """FACT / NOISE / HALLUCINATION spans of one answer from its sentences' P(unsupported)."""
+                   span_mode: str, phrase_gap: int = 1,
+                   narrowed: dict[int, list[tuple[int, int]]] | None = None) -> list[Span]:
+    """FACT / NOISE / HALLUCINATION spans of one answer from its claim sentences' scores
+    (`unsupported`, on the threshold's scale). A flagged sentence is HALLUCINATION over: its
+    unsupported phrases ("phrases"), all of it ("sentence"), or the word ranges the narrower marked
+    ("words": `narrowed`, claim index -> answer ranges)."""
     spans: list[Span] = []
-    claims = iter(unsupported)
+    claims = iter(enumerate(unsupported))
     for signal in signals:
         s = signal.sentence
         if signal.is_noise:
             spans.append(Span(s.start, s.end, SpanLabel.NOISE, 0.9, s.text))
             continue
-        p = float(next(claims))
+        claim, p = next(claims)
+        p = float(p)
         if p < threshold:
             spans.append(Span(s.start, s.end, SpanLabel.FACT, 1.0 - p, s.text))
             continue
-        phrases = signal.phrases(phrase_gap) if span_mode == "phrases" else []
-        ranges = phrases or [(s.start, s.end)]
+        if span_mode == "words":
+            ranges = (narrowed or {}).get(claim) or [(s.start, s.end)]
+        else:
+            ranges = (signal.phrases(phrase_gap) if span_mode == "phrases" else []) or [(s.start, s.end)]
         position = s.start
         for start, end in ranges:
             if answer[position:start].strip():
@@ -110,19 +171,27 @@ class GroundingFactSpans:
 
     def __init__(self, scorer: PairScorer | None, combiner: Combiner, *, threshold: float,
                  task_thresholds: dict[str, float] | None = None, span_mode: str = "phrases", phrase_gap: int = 1,
+                 answer_calibration: AnswerCalibration = AnswerCalibration(), narrower: Narrower | None = None,
                  fallback_languages: Sequence[str] = (), info: ValidatorInfo | None = None):
         """
         Args:
             scorer: the cross-encoder, or None for a lexical-only combiner (its nli feature stays NO_NLI).
             combiner: the stacked scorer.
-            threshold: P(unsupported) from which a sentence is a hallucination (chosen on dev).
+            threshold: answer score (`answer_calibration` of the sentences' P(unsupported)) from which
+                a sentence, and so its answer, is a hallucination (chosen on dev).
             task_thresholds: per task type (`grounding.task_of`) where dev chose one of its own.
-            span_mode: "phrases" (unsupported words of a flagged sentence) or "sentence" (all of it).
+            span_mode: "words" (the narrower's marked words of a flagged sentence; needs `narrower`),
+                "phrases" (its unsupported words) or "sentence" (all of it).
             phrase_gap: stopwords an unsupported phrase may bridge (chosen on dev with the span mode).
+            answer_calibration: sentence P(unsupported) -> answer scale (identity by default).
+            narrower: the token model for span_mode "words".
             fallback_languages: answer languages handed to the heuristic.
         """
-        if span_mode not in ("phrases", "sentence"):
-            raise ValueError(f"span_mode {span_mode!r}: choose 'phrases' or 'sentence'")
+        if span_mode not in ("words", "phrases", "sentence"):
+            raise ValueError(f"span_mode {span_mode!r}: choose 'words', 'phrases' or 'sentence'")
+        if span_mode == "words" and narrower is None:
+            raise ValueError("span_mode 'words' needs a narrower (manifest training.narrower)")
+        self.answer_calibration, self.narrower = answer_calibration, narrower
         self.scorer, self.combiner = scorer, combiner
         self.threshold, self.span_mode, self.phrase_gap = float(threshold), span_mode, int(phrase_gap)
         self.task_thresholds = dict(task_thresholds or {})
@@ -142,9 +211,14 @@ class GroundingFactSpans:
                             max_length=manifest.window.max_length, batch_size=batch_size, threads=threads)
         per_task = {key.split("/", 1)[1]: value for key, value in manifest.thresholds.items()
                     if key.startswith(THRESHOLD_KEY + "/")}
+        narrower = None
+        if training.get("narrower"):
+            spec = training["narrower"]
+            narrower = Narrower(folder / spec["file"], cut=spec["cut"], gap=spec["gap"], threads=threads)
         return cls(scorer, Combiner(folder / training["combiner_file"], threads=threads),
                    threshold=manifest.thresholds.get(THRESHOLD_KEY, 0.5), task_thresholds=per_task,
                    span_mode=training.get("span_mode", "phrases"), phrase_gap=training.get("phrase_gap", 1),
+                   answer_calibration=AnswerCalibration(**training.get("answer_calibration", {})), narrower=narrower,
                    fallback_languages=manifest.fallback_languages,
                    info=ValidatorInfo("fact_spans", "onnx", manifest.version, manifest.model_sha256))
 
@@ -186,13 +260,19 @@ class GroundingFactSpans:
     def _output(self, case: Case, context: ContextIndex, signals: list[SentenceSignals],
                 unsupported: np.ndarray) -> FactSpansOutput:
         threshold = self.threshold_for(case)
-        spans = sentence_spans(case.answer, signals, unsupported, threshold, self.span_mode, self.phrase_gap)
+        scores = self.answer_calibration.scores(unsupported)
+        narrowed = None
+        if self.span_mode == "words":
+            claims = [s for s in signals if not s.is_noise]
+            narrowed = self.narrower.ranges(context, [(i, claims[i], float(unsupported[i]))
+                                                      for i in np.flatnonzero(scores >= threshold)])
+        spans = sentence_spans(case.answer, signals, scores, threshold, self.span_mode, self.phrase_gap, narrowed)
         claim_chars = sum(s.sentence.end - s.sentence.start for s in signals if not s.is_noise)
         fact_chars = sum(sp.end - sp.start for sp in spans if sp.label is SpanLabel.FACT)
-        worst = float(unsupported.max()) if len(unsupported) else 0.0
+        worst = float(scores.max()) if len(scores) else 0.0
         facts_text = " ".join(sp.text for sp in spans if sp.label is SpanLabel.FACT)
         return FactSpansOutput(
-            applies=True, hallucinated=bool(len(unsupported)) and worst >= threshold,
+            applies=True, hallucinated=bool(len(scores)) and worst >= threshold,
             hallucination_score=calibrate(worst, threshold),
             precision=fact_chars / claim_chars if claim_chars else 1.0,
             recall=heuristics.recall_of_facts(content_stems(facts_text), context.fact_stems), spans=tuple(spans),

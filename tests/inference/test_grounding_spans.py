@@ -9,8 +9,8 @@ import pytest
 from autovalidators.inference.case import Case
 from autovalidators.inference.grounding import FEATURE_NAMES, ContextIndex, sentence_signals
 from autovalidators.inference.results import SpanLabel
-from autovalidators.inference.validators.grounding_spans import (Combiner, GroundingFactSpans, calibrate,
-                                                                 sentence_spans)
+from autovalidators.inference.validators.grounding_spans import (AnswerCalibration, Combiner, GroundingFactSpans,
+                                                                 Narrower, calibrate, sentence_spans)
 
 CONTEXT = ("The Eiffel Tower was completed in 1889 in Paris. It is 330 metres tall, and it was designed by the "
            "engineer Gustave Eiffel. About 7 million people visit the tower every year.")
@@ -135,7 +135,57 @@ def test_combiner_matches_scikit_learn(combiner_model):
 
 def test_invalid_span_mode_is_rejected(combiner_model):
     with pytest.raises(ValueError, match="span_mode"):
+        GroundingFactSpans(None, combiner_model[0], threshold=0.5, span_mode="tokens")
+    with pytest.raises(ValueError, match="needs a narrower"):
         GroundingFactSpans(None, combiner_model[0], threshold=0.5, span_mode="words")
+
+
+# ------------------------------------------------------------------------------- answer calibration
+
+def test_answer_calibration_defaults_to_the_plain_maximum():
+    p = np.asarray([0.2, 0.7, 0.4])
+    np.testing.assert_allclose(AnswerCalibration().scores(p), p)
+    assert AnswerCalibration().scores(np.zeros(0)).shape == (0,)
+
+
+def test_answer_calibration_discounts_long_answers_and_keeps_the_order_of_sentences():
+    calibration = AnswerCalibration(max_logit=1.0, log_claims=-0.5, intercept=0.0)
+    one, five = calibration.scores(np.asarray([0.6])), calibration.scores(np.full(5, 0.6))
+    assert one[0] == pytest.approx(0.6, abs=1e-6) and five[0] < one[0]  # same worst sentence, more chances
+    p = np.asarray([0.1, 0.9, 0.5])
+    assert list(np.argsort(calibration.scores(p))) == list(np.argsort(p))
+
+
+# ------------------------------------------------------------------------------------- word spans
+
+@pytest.fixture(scope="module")
+def narrower_path(tmp_path_factory):
+    """A token model that marks words the context never uses (`supported` column = 0)."""
+    pytest.importorskip("skl2onnx")
+    from sklearn.linear_model import LogisticRegression
+
+    from autovalidators.inference.narrowing import TOKEN_FEATURE_NAMES
+    from autovalidators.training.combiner import to_onnx
+
+    rng = np.random.default_rng(0)
+    rows = rng.random((300, len(TOKEN_FEATURE_NAMES))).astype(np.float32)
+    column = TOKEN_FEATURE_NAMES.index("supported")
+    rows[:, column] = rng.integers(0, 2, 300)
+    model = LogisticRegression(C=10.0).fit(rows, (rows[:, column] == 0).astype(np.int64))
+    path = tmp_path_factory.mktemp("narrower") / "narrower.onnx"
+    path.write_bytes(to_onnx(model, len(TOKEN_FEATURE_NAMES)))
+    return path
+
+
+def test_word_mode_marks_only_the_narrowed_words(combiner_model, narrower_path):
+    narrower = Narrower(narrower_path, cut=0.5, gap=1)
+    validator = GroundingFactSpans(None, combiner_model[0], threshold=0.5, span_mode="words", narrower=narrower)
+    answer = "The Eiffel Tower was completed in 1925 in Berlin."
+    output = validator.predict([Case(id="w", question="", context=[CONTEXT], answer=answer)])[0]
+    assert output.hallucinated
+    marked = [s.text for s in output.spans if s.label is SpanLabel.HALLUCINATION]
+    assert marked and all(word in "1925 in Berlin" for word in marked)
+    assert any(s.label is SpanLabel.FACT and "Eiffel Tower" in s.text for s in output.spans)
 
 
 def _case(i: int | str, answer: str, context: list[str] | None = None, question: str = "When was it built?",
