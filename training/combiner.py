@@ -18,6 +18,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import logging
@@ -33,6 +34,12 @@ from autovalidators.data_prep.io import read_jsonl
 from autovalidators.inference.config import StrictModel
 from autovalidators.inference.grounding import (FEATURE_NAMES, NLI_FEATURE, TASKS, ContextIndex, SentenceSignals,
                                                 sentence_signals, task_of)
+
+from autovalidators.inference.narrowing import TOKEN_FEATURE_NAMES, token_features
+from autovalidators.inference.validators.grounding_spans import AnswerCalibration
+
+from .combiner_selection import answer_level, char_f1, choose_threshold, fit_answer_calibration
+from .narrower import NARROWER_FILE, NarrowerConfig, fit_narrower, word_scores
 
 logger = logging.getLogger(__name__)
 COMBINER_FILE = "combiner.onnx"
@@ -69,11 +76,18 @@ class CombinerConfig(StrictModel):
     # Source weight multipliers (after each source is normalised to the same total weight).
     source_weights: dict[str, float] = Field(default_factory=lambda: {"ragtruth": 3.0, "faithbench": 2.0})
     trees: TreesConfig = TreesConfig()
-    threshold_sources: list[str] = Field(default_factory=lambda: ["ragtruth"],
+    threshold_sources: list[str] = Field(default_factory=lambda: ["ragtruth", "faithbench", "xsumfaith"],
                                          description="dev sources whose answer-level F1 picks the threshold")
+    # "mean": the cut with the best mean of the sources' F1s (each set counts once, whatever its
+    # size or hallucination rate); "pooled": the best F1 of all their answers together.
+    threshold_objective: Literal["mean", "pooled"] = "mean"
+    # Fit the answer calibration (worst sentence's logit and log number of claim sentences ->
+    # P(answer hallucinated), `grounding_spans.AnswerCalibration`) on train answers; false = plain max.
+    answer_calibration: bool = True
+    narrower: NarrowerConfig = NarrowerConfig()
     min_task_answers: int = Field(25, gt=0, description="dev answers a task needs for a threshold of its own")
-    span_mode_sources: list[str] = Field(default_factory=lambda: ["ragtruth", "faithbench"],
-                                         description="dev sources whose character F1 picks the span mode")
+    span_mode_sources: list[str] = Field(default_factory=lambda: ["ragtruth", "faithbench", "xsumfaith"],
+                                         description="dev sources whose mean character F1 picks the span mode")
     seed: int = 13
     threads: int = Field(1, gt=0, description="onnxruntime threads for the cross-encoder")
     output_dir: str = "runs/fact_spans_combiner"
@@ -82,8 +96,8 @@ class CombinerConfig(StrictModel):
 class Featurised:
     """Sentence rows of a set of answers: features, labels (-1 unknown) and their answer."""
 
-    def __init__(self, records: list[dict], signals: list[list[SentenceSignals]]):
-        self.records, self.signals = records, signals
+    def __init__(self, records: list[dict], signals: list[list[SentenceSignals]], contexts: list[ContextIndex]):
+        self.records, self.signals, self.contexts = records, signals, contexts
         rows, labels, owners = [], [], []
         for index, (record, sentences) in enumerate(zip(records, signals)):
             claims = [s for s in sentences if not s.is_noise]
@@ -100,7 +114,8 @@ def featurise(records: list[dict], scorer: Any | None, cache: Path | None = None
     """Features of every sentence; cross-encoder scores are reused from `cache` (a JSON file of
     pair hash -> score kept beside the cross-encoder, so re-fitting the trees is minutes, not an
     hour of scoring) and new ones added to it."""
-    signals = [sentence_signals(r["text"], ContextIndex.build(r["context"])) for r in records]
+    contexts = [ContextIndex.build(r["context"]) for r in records]
+    signals = [sentence_signals(r["text"], index) for r, index in zip(records, contexts)]
     if scorer is not None:
         claims = [s for sentences in signals for s in sentences if not s.is_noise]
         known = json.loads(cache.read_text()) if cache and cache.is_file() else {}
@@ -114,7 +129,7 @@ def featurise(records: list[dict], scorer: Any | None, cache: Path | None = None
             cache.write_text(json.dumps(known))
         for signal, key in zip(claims, keys):
             signal.features[NLI_FEATURE] = known[key]
-    return Featurised(records, signals)
+    return Featurised(records, signals, contexts)
 
 
 def _capped(records: list[dict], cap: int, seed: int) -> list[dict]:
@@ -139,51 +154,34 @@ def sample_weights(data: Featurised, config: CombinerConfig) -> np.ndarray:
     return weights * len(weights) / weights.sum()
 
 
-def answer_scores(data: Featurised, unsupported: np.ndarray) -> np.ndarray:
-    """Per answer, the highest sentence P(unsupported) (0 for answers without claim sentences)."""
-    scores = np.zeros(len(data.records))
-    np.maximum.at(scores, data.owners, unsupported)
-    return scores
+def _sentence_aucs(dev: Featurised, unsupported: np.ndarray) -> dict[str, float]:
+    """Dev sentence ROC-AUC per source, and per task type on RAGTruth (the target domain)."""
+    from sklearn.metrics import roc_auc_score
+
+    known = dev.labels >= 0
+    sources = np.asarray([dev.records[o]["source"] for o in dev.owners])
+    tasks = np.asarray([task_of(dev.records[o].get("question", ""), dev.records[o]["context"]) for o in dev.owners])
+    groups = {str(s): known & (sources == s) for s in sorted(set(sources))}
+    groups.update({f"ragtruth/{t}": known & (sources == "ragtruth") & (tasks == t) for t in TASKS})
+    return {name: float(roc_auc_score(dev.labels[m] == 0, unsupported[m]))
+            for name, m in groups.items() if 0 < (dev.labels[m] == 0).sum() < m.sum()}
 
 
-# Thresholds stay inside (0, 1): a cut of 0 would flag every answer whatever its score, and the
-# runtime's calibration (threshold -> 0.5) needs room on both sides.
-MIN_THRESHOLD, MAX_THRESHOLD = 0.01, 0.99
+def _check_parity(path: Path, model: Any, words: dict, dev: Featurised, unsupported: np.ndarray) -> None:
+    """narrower.onnx must give scikit-learn's word scores on every dev word (same row order as `words`)."""
+    from autovalidators.inference.validators.grounding_spans import Narrower
 
-
-def best_f1_threshold(scores: np.ndarray, gold: np.ndarray) -> tuple[float, float]:
-    """The score cut with the best F1 (ties: the lower cut), clipped into [MIN_THRESHOLD, MAX_THRESHOLD]."""
-    best = (0.5, -1.0)
-    for cut in np.clip(np.unique(scores), MIN_THRESHOLD, MAX_THRESHOLD):
-        predicted = scores >= cut
-        tp = float((predicted & gold).sum())
-        f1 = 2 * tp / (predicted.sum() + gold.sum()) if predicted.sum() + gold.sum() else 0.0
-        if f1 > best[1]:
-            best = (float(cut), f1)
-    return best
-
-
-def char_f1(data: Featurised, unsupported: np.ndarray, threshold: float, span_mode: str,
-            sources: Sequence[str] = (), phrase_gap: int = 1) -> float:
-    """Micro character F1 of HALLUCINATION spans on the span-labelled answers (of `sources`, if given)."""
-    from autovalidators.inference.validators.grounding_spans import sentence_spans
-
-    tp = fp = fn = 0
-    for index, (record, signals) in enumerate(zip(data.records, data.signals)):
-        if record["granularity"] != "span" or (sources and record["source"] not in sources):
+    reference = np.concatenate(list(words.values())) if words else np.zeros(0)
+    rows = []
+    for index, (record, signals, context) in enumerate(zip(dev.records, dev.signals, dev.contexts)):
+        if record["granularity"] != "span":
             continue
-        text = record["text"]
-        gold = np.zeros(len(text), dtype=bool)
-        for start, end in record["unsupported"]:
-            gold[start:end] = True
-        predicted = np.zeros(len(text), dtype=bool)
-        for span in sentence_spans(text, signals, unsupported[data.owners == index], threshold, span_mode, phrase_gap):
-            if span.label.value == "HALLUCINATION":
-                predicted[span.start:span.end] = True
-        tp += int((gold & predicted).sum())
-        fp += int((predicted & ~gold).sum())
-        fn += int((gold & ~predicted).sum())
-    return 2 * tp / (2 * tp + fp + fn) if tp else 0.0
+        claims = [s for s in signals if not s.is_noise]
+        rows += [token_features(s, context, float(p)) for s, p in zip(claims, unsupported[dev.owners == index])]
+    onnx_scores = Narrower(path, cut=0.5, gap=0).word_scores(np.concatenate(rows)) if rows else np.zeros(0)
+    parity = float(np.abs(onnx_scores - reference).max()) if len(reference) else 0.0
+    if parity > 1e-4:
+        raise ValueError(f"{path.name} differs from scikit-learn by {parity:.2e} on dev (> 1e-4)")
 
 
 def to_onnx(model: Any, n_features: int) -> bytes:
@@ -211,7 +209,6 @@ def load_scorer(config: CombinerConfig):
 
 def train_combiner(config: CombinerConfig, config_source: str = "") -> dict[str, Any]:
     from sklearn.ensemble import GradientBoostingClassifier
-    from sklearn.metrics import roc_auc_score
 
     data_dir = Path(config.data_dir)
     train_records = _capped(list(read_jsonl(data_dir / "answers" / "train.jsonl")), config.max_answers_per_source,
@@ -240,25 +237,21 @@ def train_combiner(config: CombinerConfig, config_source: str = "") -> dict[str,
         model = make_pipeline(StandardScaler(), LogisticRegression(C=config.logistic_c, max_iter=5000))
         model.fit(train.features[known], train.labels[known], logisticregression__sample_weight=weights)
     dev_unsupported = model.predict_proba(dev.features)[:, 0]
+    train_unsupported = model.predict_proba(train.features)[:, 0]
 
     metrics: dict[str, Any] = {"sentences": {"train": int(known.sum()), "dev": int((dev.labels >= 0).sum())}}
-    dev_known = dev.labels >= 0
-    sources = np.asarray([dev.records[o]["source"] for o in dev.owners])
-    dev_tasks = np.asarray([task_of(dev.records[o].get("question", ""), dev.records[o]["context"]) for o in dev.owners])
-    metrics["dev_sentence_auc"] = {
-        str(s): float(roc_auc_score(dev.labels[m] == 0, dev_unsupported[m]))
-        for s in sorted(set(sources)) for m in [dev_known & (sources == s)] if 0 < (dev.labels[m] == 0).sum() < m.sum()}
-    for task in TASKS:  # RAGTruth per task: the target domain
-        m = dev_known & (sources == "ragtruth") & (dev_tasks == task)
-        if 0 < (dev.labels[m] == 0).sum() < m.sum():
-            metrics["dev_sentence_auc"][f"ragtruth/{task}"] = float(roc_auc_score(dev.labels[m] == 0, dev_unsupported[m]))
-    scores = answer_scores(dev, dev_unsupported)
+    metrics["dev_sentence_auc"] = _sentence_aucs(dev, dev_unsupported)
+    calibration = (fit_answer_calibration(train, train_unsupported, config.source_weights)
+                   if config.answer_calibration else AnswerCalibration())
+    dev_sentence_scores, scores = answer_level(dev, dev_unsupported, calibration)
     gold = np.asarray([r["label"] == 0 for r in dev.records])
-    chosen = np.asarray([r["source"] in config.threshold_sources for r in dev.records])
+    sources = np.asarray([r["source"] for r in dev.records])
+    chosen = np.isin(sources, config.threshold_sources)
     if not chosen.any():
         raise ValueError(f"no dev answers from threshold_sources {config.threshold_sources}")
-    threshold, dev_f1 = best_f1_threshold(scores[chosen], gold[chosen])
-    metrics["threshold"] = {"value": threshold, "dev_example_f1": dev_f1, "sources": config.threshold_sources}
+    threshold, dev_f1 = choose_threshold(scores[chosen], gold[chosen], sources[chosen], config.threshold_objective)
+    metrics["threshold"] = {"value": threshold, "dev_example_f1": dev_f1, "sources": config.threshold_sources,
+                            "objective": config.threshold_objective}
     # A task with enough dev answers gets its own threshold: RAGTruth's Data2txt answers
     # hallucinate three times as often as its summaries, so one cut cannot serve both.
     tasks = np.asarray([task_of(r.get("question", ""), r["context"]) for r in dev.records])
@@ -266,19 +259,38 @@ def train_combiner(config: CombinerConfig, config_source: str = "") -> dict[str,
     for task in TASKS:
         mask = chosen & (tasks == task)
         if mask.sum() >= config.min_task_answers and 0 < gold[mask].sum() < mask.sum():
-            cut, f1 = best_f1_threshold(scores[mask], gold[mask])
+            cut, f1 = choose_threshold(scores[mask], gold[mask], sources[mask], config.threshold_objective)
             thresholds[f"hallucination/{task}"] = cut
             metrics["threshold"][task] = {"value": cut, "dev_example_f1": f1, "answers": int(mask.sum())}
-    span_scores = {f"{mode}/{gap}": char_f1(dev, dev_unsupported, threshold, mode, config.span_mode_sources, gap)
+    per_answer = np.asarray([thresholds.get(f"hallucination/{t}", threshold) for t in tasks])
+
+    out = Path(config.output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    span_scores = {f"{mode}/{gap}": char_f1(dev, dev_sentence_scores, per_answer, mode, config.span_mode_sources, gap)
                    for mode, gap in SPAN_MODES}
-    span_mode, phrase_gap = max(SPAN_MODES, key=lambda m: span_scores[f"{m[0]}/{m[1]}"])
+    mode, gap = max(SPAN_MODES, key=lambda m: span_scores[f"{m[0]}/{m[1]}"])
+    span: dict[str, Any] = {"span_mode": mode, "phrase_gap": gap}
+    (out / NARROWER_FILE).unlink(missing_ok=True)  # a previous run's, not this one's
+    if config.narrower.enabled:
+        narrower, metrics["narrower"] = fit_narrower(train, train_unsupported, config.narrower, config.source_weights,
+                                                     config.seed)
+        words = word_scores(narrower, dev, dev_unsupported)
+        for cut in config.narrower.cuts:
+            for gap in config.narrower.gaps:
+                span_scores[f"words/{cut}/{gap}"] = char_f1(dev, dev_sentence_scores, per_answer, "words",
+                                                            config.span_mode_sources, words=words, cut=cut, gap=gap)
+        best_words = max((k for k in span_scores if k.startswith("words/")), key=span_scores.get)
+        if span_scores[best_words] > max(v for k, v in span_scores.items() if not k.startswith("words/")):
+            _, cut, gap = best_words.split("/")
+            span = {"span_mode": "words", "phrase_gap": 1,
+                    "narrower": {"file": NARROWER_FILE, "cut": float(cut), "gap": int(gap)}}
+            (out / NARROWER_FILE).write_bytes(to_onnx(narrower, len(TOKEN_FEATURE_NAMES)))
+            _check_parity(out / NARROWER_FILE, narrower, words, dev, dev_unsupported)
     metrics["dev_char_f1"] = span_scores
     importance = (model.feature_importances_ if config.model == "trees"
                   else np.abs(model[-1].coef_[0]))  # |coefficient| of a standardised feature
     metrics["feature_importance"] = dict(sorted(zip(FEATURE_NAMES, map(float, importance)), key=lambda kv: -kv[1]))
 
-    out = Path(config.output_dir)
-    out.mkdir(parents=True, exist_ok=True)
     blob = to_onnx(model, len(FEATURE_NAMES))
     (out / COMBINER_FILE).write_bytes(blob)
     from autovalidators.inference.validators.grounding_spans import Combiner
@@ -287,7 +299,8 @@ def train_combiner(config: CombinerConfig, config_source: str = "") -> dict[str,
         raise ValueError(f"combiner.onnx differs from scikit-learn by {parity:.2e} on dev (> 1e-4)")
     summary = {
         "config": config.model_dump(), "config_source": config_source, "features": list(FEATURE_NAMES),
-        "threshold": threshold, "thresholds": thresholds, "span_mode": span_mode, "phrase_gap": phrase_gap, "onnx_parity_max_abs": parity, "metrics": metrics,
+        "threshold": threshold, "thresholds": thresholds, **span, "answer_calibration": dataclasses.asdict(calibration),
+        "onnx_parity_max_abs": parity, "metrics": metrics,
         "cross_encoder": None if cross_manifest is None else {
             "path": config.cross_encoder, "sha256": cross_manifest.model_sha256, "metrics": cross_manifest.metrics},
         "data": {"dir": str(data_dir), "train_answers": len(train_records), "dev_answers": len(dev_records),

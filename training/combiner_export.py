@@ -2,8 +2,9 @@
 
 `models/fact_spans/` = the cross-encoder's int8 `model.onnx` and `tokenizer.json` (copied from
 its export folder, sha256 checked against the sha256 the combiner was trained with), the
-combiner's `combiner.onnx`, and a manifest (task `fact_spans_grounding`) carrying the threshold,
-span mode, feature names, the cross-encoder's and the combiner's dev metrics and the recipe.
+combiner's `combiner.onnx` (and the token narrower's `narrower.onnx` when dev chose word spans),
+and a manifest (task `fact_spans_grounding`) carrying the threshold,
+span mode, answer calibration, feature names, the cross-encoder's and the combiner's dev metrics and the recipe.
 """
 
 from __future__ import annotations
@@ -39,6 +40,9 @@ def export_combiner(run: Path, to: Path) -> Manifest:
     shutil.copyfile(source / cross_manifest.model_file, to / "model.onnx")
     shutil.copyfile(source / cross_manifest.tokenizer_file, to / "tokenizer.json")
     shutil.copyfile(Path(run) / COMBINER_FILE, to / COMBINER_FILE)
+    narrower = summary.get("narrower")
+    if narrower:
+        shutil.copyfile(Path(run) / narrower["file"], to / narrower["file"])
     return write_manifest(to, {
         "name": "fact_spans", "task": TASK, "version": f"grounding-{cross['sha256'][:8]}",
         "base_model": cross_manifest.base_model, "labels": ["FACT", "NOISE", "HALLUCINATION"],
@@ -47,7 +51,8 @@ def export_combiner(run: Path, to: Path) -> Manifest:
         "model_file": "model.onnx", "tokenizer_file": "tokenizer.json",
         "metrics": {"combiner_dev": summary["metrics"], "cross_encoder_dev": cross_manifest.metrics},
         "training": {"combiner_file": COMBINER_FILE, "span_mode": summary["span_mode"],
-                     "phrase_gap": summary.get("phrase_gap", 1),
+                     "phrase_gap": summary.get("phrase_gap", 1), "narrower": narrower,
+                     "answer_calibration": summary.get("answer_calibration", {}),
                      "features": summary["features"], "combiner": summary["config"],
                      "combiner_config_source": summary["config_source"], "data": summary["data"],
                      "cross_encoder": cross_manifest.training, "onnx_parity_max_abs": summary["onnx_parity_max_abs"]},

@@ -118,7 +118,11 @@ def test_exported_folder_is_verified_and_describes_itself(shipped_folder):
     assert manifest.task == "fact_spans_grounding"
     assert {"model.onnx", "tokenizer.json", "combiner.onnx"} <= set(manifest.files)
     assert "hallucination" in manifest.thresholds
-    assert manifest.training["span_mode"] in ("phrases", "sentence")
+    assert manifest.training["span_mode"] in ("words", "phrases", "sentence")
+    if manifest.training["span_mode"] == "words":  # dev chose the token narrower: it ships beside the combiner
+        assert manifest.training["narrower"]["file"] in manifest.files
+        assert 0 < manifest.training["narrower"]["cut"] < 1
+    assert set(manifest.training["answer_calibration"]) == {"max_logit", "log_claims", "intercept"}
     assert manifest.fallback_languages == ["ru"]
 
 
@@ -157,4 +161,10 @@ def test_benchmark_prints_model_and_baselines_on_the_same_rows(shipped_folder, t
     assert report["baselines"]["always_hallucinated"]["ragtruth/all"]["example"]["recall"] == 1.0
     assert "xsumfaith test" in model and "char" in model["xsumfaith test"]
     assert report["latency"]["per_case_validate"]["cases"] == 9
+    versus = report["versus_heuristic"]["ragtruth/Summary"]
+    assert set(versus) == {"example_f1", "char_f1"}
+    heuristic = report["baselines"]["heuristic"]["ragtruth/Summary"]
+    assert versus["example_f1"]["difference"] == pytest.approx(
+        model["ragtruth/Summary"]["example"]["f1"] - heuristic["example"]["f1"])
+    assert versus["example_f1"]["low"] <= versus["example_f1"]["high"]
     json.dumps(report)  # the report is plain JSON
