@@ -35,7 +35,8 @@ from autovalidators.inference.validators.base import Validator
 from autovalidators.inference.validators.grounding_spans import GroundingFactSpans
 
 from .benchmark import load_torch_model, machine, print_table, time_calls, time_torch_forward, update_manifest_metrics
-from .benchmark_fact_spans import BASELINES, _chars, _prf, add_ragtruth_total, load_heldout, score_group, summarise
+from .benchmark_fact_spans import (BASELINES, _chars, add_ragtruth_total, load_heldout, paired_bootstrap, score_group,
+                                   summarise)
 
 logger = logging.getLogger(__name__)
 LATENCY_TOKENS = (128, 256, 512)
@@ -163,6 +164,10 @@ def benchmark_grounding(model_dir: Path, manifest: Manifest, *, run_dir: Path | 
         add_ragtruth_total(by_group)
         by_group.update({group: score_judged(factory(), records) for group, records in sorted(judged.items())})
         report["baselines"][name] = by_group
+    heuristic = report["baselines"]["heuristic"]
+    report["versus_heuristic"] = {
+        group: paired_bootstrap(r["predictions"], heuristic[group]["predictions"])
+        for group, r in report["quality"]["int8"].items() if "predictions" in heuristic.get(group, {})}
 
     report["latency"]["forward_onnx_int8"] = forward_latency(validator, latency_tokens)
     if fp32_validator is not None:
@@ -190,7 +195,8 @@ def benchmark_grounding(model_dir: Path, manifest: Manifest, *, run_dir: Path | 
         update_manifest_metrics(model_dir, {"benchmark": {
             "quality": scores(report["quality"]), "baselines": scores(report["baselines"]),
             "latency": report["latency"], "threads": threads, "speedup_int8_vs_torch": report.get("speedup_int8_vs_torch"),
-            "excluded": report["excluded"], "machine": report["machine"]}})
+            "versus_heuristic": report["versus_heuristic"], "excluded": report["excluded"],
+            "machine": report["machine"]}})
     return report
 
 
@@ -208,6 +214,14 @@ def _print(report: dict[str, Any], threads: int, lengths: Sequence[int]) -> None
     print_table(f"fact_spans held-out quality (threshold {report['threshold']:.3f}, spans: {report['span_mode']})", rows,
                 ["model", "data", "n", "halluc.", "ex P", "ex R", "ex F1", "bal. acc", "char P", "char R", "char F1"],
                 console)
+    versus = [{"data": group, **{f"{label} Δ": f"{r[key]['difference']:+.3f} [{r[key]['low']:+.3f}, {r[key]['high']:+.3f}]"
+                                 for key, label in (("example_f1", "ex F1"), ("char_f1", "char F1")) if key in r},
+               **{f"{label} P(≤0)": r[key]["p_not_better"] for key, label in (("example_f1", "ex F1"), ("char_f1", "char F1"))
+                  if key in r}}
+              for group, r in report.get("versus_heuristic", {}).items()]
+    print_table("model minus heuristic on the same rows (paired bootstrap, 2000 resamples: difference [95% interval], "
+                "share of resamples not better)", versus,
+                ["data", "ex F1 Δ", "ex F1 P(≤0)", "char F1 Δ", "char F1 P(≤0)"], console)
     forward = [{"runtime": name.removeprefix("forward_"), **{f"{n} p50 ms": r[str(n)]["p50_ms"] for n in lengths},
                 **{f"{n} p95 ms": r[str(n)]["p95_ms"] for n in lengths}}
                for name, r in report["latency"].items() if name.startswith("forward_")]

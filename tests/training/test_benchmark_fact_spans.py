@@ -100,3 +100,32 @@ def test_benchmark_reports_baselines_in_table_json_and_manifest(tmp_path, monkey
         k: report["baselines"]["heuristic"]["ragtruth/Summary"][k] for k in ("examples", "example", "char")}
     table = capsys.readouterr().err
     assert "baseline: always_hallucinated" in table and "baseline: heuristic" in table
+
+
+def _predictions(flags: list[tuple[bool, bool]], char: tuple[int, int, int] = (5, 1, 1)) -> list[dict]:
+    tp, fp, fn = char
+    return [{"id": str(i), "gold": gold, "predicted": predicted, "char_tp": tp, "char_fp": fp, "char_fn": fn}
+            for i, (gold, predicted) in enumerate(flags)]
+
+
+def test_paired_bootstrap_of_equal_predictions_is_no_difference():
+    rows = _predictions([(True, True), (False, True), (True, False)] * 10)
+    result = bench.paired_bootstrap(rows, rows, resamples=200)
+    assert result["example_f1"]["difference"] == 0.0 and result["example_f1"]["p_not_better"] == 1.0
+    assert result["char_f1"]["low"] == result["char_f1"]["high"] == 0.0
+
+
+def test_paired_bootstrap_sees_a_clearly_better_model_and_its_interval_holds_the_difference():
+    gold = [True, False] * 30
+    model = _predictions([(g, g) for g in gold])
+    baseline = _predictions([(g, True) for g in gold], char=(5, 5, 1))
+    result = bench.paired_bootstrap(model, baseline, resamples=500)
+    example = result["example_f1"]
+    assert example["difference"] == pytest.approx(1.0 - 2 * 30 / (2 * 30 + 30))
+    assert example["low"] <= example["difference"] <= example["high"] and example["p_not_better"] < 0.01
+    assert result["char_f1"]["difference"] > 0
+
+
+def test_paired_bootstrap_refuses_rows_that_do_not_match():
+    with pytest.raises(ValueError, match="same rows"):
+        bench.paired_bootstrap(_predictions([(True, True)]), _predictions([(True, True), (False, False)]))
