@@ -64,6 +64,7 @@ class FactSpansOutput:
     recall: float = 0.0  # share of the context's atomic facts the answer mentions
     spans: tuple[Span, ...] = ()
     source: str = "heuristic"
+    notes: tuple[str, ...] = ()  # what the validator left out, e.g. context beyond its cap
 
 
 @dataclass(frozen=True)

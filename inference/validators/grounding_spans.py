@@ -35,7 +35,7 @@ import numpy as np
 
 from .. import heuristics
 from ..case import Case
-from ..grounding import NLI_FEATURE, ContextIndex, SentenceSignals, sentence_signals, task_of
+from ..grounding import CHUNK_WORDS, NLI_FEATURE, ContextIndex, SentenceSignals, sentence_signals, task_of
 from ..manifest import Manifest
 from ..narrowing import marked_ranges, token_features
 from ..onnx_session import OnnxSession
@@ -276,7 +276,14 @@ class GroundingFactSpans:
             hallucination_score=calibrate(worst, threshold),
             precision=fact_chars / claim_chars if claim_chars else 1.0,
             recall=heuristics.recall_of_facts(content_stems(facts_text), context.fact_stems), spans=tuple(spans),
-            source="onnx")
+            source="onnx", notes=_notes(context))
+
+
+def _notes(context: ContextIndex) -> tuple[str, ...]:
+    if not context.truncated_chunks:
+        return ()
+    return (f"context cut to its first {len(context.chunks)} chunks of at most {CHUNK_WORDS} words: the answer was not "
+            f"compared with the remaining {context.truncated_chunks}",)
 
 
 @register_onnx_validator(TASK)

@@ -269,3 +269,18 @@ def test_task_thresholds_follow_the_task_type(combiner_model):
     qa, summary = validator.predict([_case(5, fabricated), _case(6, fabricated, question="Summarize the article.")])
     assert qa.hallucinated and not summary.hallucinated  # P(unsupported) is the same; the cut is not
     assert summary.hallucination_score < 0.5 <= qa.hallucination_score
+
+
+def test_a_huge_context_is_capped_and_the_output_says_so(validator, monkeypatch):
+    from autovalidators.inference import grounding
+
+    monkeypatch.setattr(grounding, "MAX_CHUNKS", 20)  # 200k characters hold ~500 chunks; the cap rule is the same
+    sentence = "The Eiffel Tower was completed in 1889 in Paris and it is 330 metres tall. "
+    huge = (sentence * (200_000 // len(sentence) + 1))[:200_000]
+    answer = "The Eiffel Tower was completed in 1889 in Paris."
+    capped, small, passages = validator.predict([_case(1, answer, context=[huge]), _case(2, answer),
+                                                 _case(3, answer, context=[sentence] * 500)])
+    assert capped.applies and not capped.hallucinated
+    assert len(capped.notes) == 1 and "first 20 chunks" in capped.notes[0]
+    assert small.notes == ()
+    assert passages.applies and not passages.hallucinated  # 500 short passages: one context, capped the same way
