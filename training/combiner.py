@@ -154,6 +154,24 @@ def sample_weights(data: Featurised, config: CombinerConfig) -> np.ndarray:
     return weights * len(weights) / weights.sum()
 
 
+def _task_cuts(dev: Featurised, sentence_scores: np.ndarray, per_answer: np.ndarray, tasks: np.ndarray,
+               words: dict, gap: int, config: CombinerConfig, metrics: dict[str, Any]) -> dict[str, float]:
+    """A word cut of its own for each task type with min_task_answers span-labelled dev answers:
+    RAGTruth's Data2txt spans are a few words of a long answer, XSumFaith's most of one sentence."""
+    span_answers = np.asarray([r["granularity"] == "span" and r["source"] in config.span_mode_sources
+                               for r in dev.records])
+    cuts = {}
+    for task in TASKS:
+        mask = tasks == task
+        if (mask & span_answers).sum() < config.min_task_answers:
+            continue
+        scores = {cut: char_f1(dev, sentence_scores, per_answer, "words", config.span_mode_sources, words=words,
+                               cut=cut, gap=gap, answers=mask) for cut in config.narrower.cuts}
+        cuts[task] = max(scores, key=scores.get)
+        metrics.setdefault("dev_char_f1_by_task", {})[task] = {str(c): f for c, f in scores.items()}
+    return cuts
+
+
 def _sentence_aucs(dev: Featurised, unsupported: np.ndarray) -> dict[str, float]:
     """Dev sentence ROC-AUC per source, and per task type on RAGTruth (the target domain)."""
     from sklearn.metrics import roc_auc_score
@@ -282,8 +300,9 @@ def train_combiner(config: CombinerConfig, config_source: str = "") -> dict[str,
         best_words = max((k for k in span_scores if k.startswith("words/")), key=span_scores.get)
         if span_scores[best_words] > max(v for k, v in span_scores.items() if not k.startswith("words/")):
             _, cut, gap = best_words.split("/")
-            span = {"span_mode": "words", "phrase_gap": 1,
-                    "narrower": {"file": NARROWER_FILE, "cut": float(cut), "gap": int(gap)}}
+            span = {"span_mode": "words", "phrase_gap": 1, "narrower": {
+                "file": NARROWER_FILE, "cut": float(cut), "gap": int(gap),
+                "task_cuts": _task_cuts(dev, dev_sentence_scores, per_answer, tasks, words, int(gap), config, metrics)}}
             (out / NARROWER_FILE).write_bytes(to_onnx(narrower, len(TOKEN_FEATURE_NAMES)))
             _check_parity(out / NARROWER_FILE, narrower, words, dev, dev_unsupported)
     metrics["dev_char_f1"] = span_scores

@@ -89,12 +89,15 @@ def choose_threshold(scores: np.ndarray, gold: np.ndarray, groups: np.ndarray, o
 
 def char_f1(data, sentence_scores: np.ndarray, thresholds: np.ndarray, span_mode: str, sources: Sequence[str],
             phrase_gap: int = 1, words: dict[tuple[int, int], np.ndarray] | None = None, cut: float = 0.5,
-            gap: int = 0) -> float:
+            gap: int = 0, answers: np.ndarray | None = None) -> float:
     """Mean over `sources` of the micro character F1 of HALLUCINATION spans on span-labelled answers
-    (`thresholds`: per answer; `words`: the narrower's word scores for span_mode "words")."""
+    (`thresholds`: per answer; `words`: the narrower's word scores for span_mode "words";
+    `answers`: a boolean mask restricting the answers, e.g. to one task type)."""
     counts: dict[str, list[int]] = {}
     for index, (record, signals) in enumerate(zip(data.records, data.signals)):
         if record["granularity"] != "span" or record["source"] not in sources:
+            continue
+        if answers is not None and not answers[index]:
             continue
         scores = sentence_scores[data.owners == index]
         narrowed = None

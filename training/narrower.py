@@ -35,7 +35,7 @@ class NarrowerConfig(StrictModel):
     min_samples_leaf: int = Field(50, gt=0)
     logistic_c: float = Field(0.3, gt=0)
     min_overlap: float = Field(0.5, gt=0, le=1, description="share of a word's characters in gold spans")
-    cuts: list[float] = Field(default_factory=lambda: [0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5])
+    cuts: list[float] = Field(default_factory=lambda: [0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5])
     gaps: list[int] = Field(default_factory=lambda: [0, 1, 2])
 
 

@@ -89,11 +89,15 @@ class AnswerCalibration:
 class Narrower:
     """The token model (`narrower.onnx`): TOKEN_FEATURE_NAMES rows -> P(word is unsupported)."""
 
-    def __init__(self, model_path: str | Path, *, cut: float, gap: int, threads: int | None = None):
+    def __init__(self, model_path: str | Path, *, cut: float, gap: int, task_cuts: dict[str, float] | None = None,
+                 threads: int | None = None):
+        """`cut`: the word score from which a word is marked; `task_cuts`: per task type where dev
+        chose one of its own; `gap`: unmarked words a marked run may bridge."""
         self.session = OnnxSession(model_path, threads=threads or 1)
         self.input_name = next(iter(self.session.input_types))
         self.output = next(n for n in self.session.output_names if "prob" in n)
         self.cut, self.gap = float(cut), int(gap)
+        self.task_cuts = {task: float(value) for task, value in (task_cuts or {}).items()}
 
     def word_scores(self, rows: np.ndarray) -> np.ndarray:
         if len(rows) == 0:
@@ -101,16 +105,17 @@ class Narrower:
         probabilities = self.session.run({self.input_name: rows.astype(np.float32)})[self.output]
         return np.asarray(probabilities, dtype=np.float64)[:, 1]  # class 1 = unsupported word
 
-    def ranges(self, context: ContextIndex, flagged: Sequence[tuple[int, SentenceSignals, float]]
-               ) -> dict[int, list[tuple[int, int]]]:
+    def ranges(self, context: ContextIndex, flagged: Sequence[tuple[int, SentenceSignals, float]],
+               task: str | None = None) -> dict[int, list[tuple[int, int]]]:
         """Claim index -> marked answer ranges, for the flagged (claim index, sentence, P) triples."""
         if not flagged:
             return {}
         rows = [token_features(signal, context, p) for _, signal, p in flagged]
         scores = self.word_scores(np.concatenate(rows))
+        cut = self.task_cuts.get(task or "", self.cut)
         out, position = {}, 0
         for (claim, signal, _), block in zip(flagged, rows):
-            out[claim] = marked_ranges(signal, scores[position:position + len(block)], self.cut, self.gap)
+            out[claim] = marked_ranges(signal, scores[position:position + len(block)], cut, self.gap)
             position += len(block)
         return out
 
@@ -214,7 +219,8 @@ class GroundingFactSpans:
         narrower = None
         if training.get("narrower"):
             spec = training["narrower"]
-            narrower = Narrower(folder / spec["file"], cut=spec["cut"], gap=spec["gap"], threads=threads)
+            narrower = Narrower(folder / spec["file"], cut=spec["cut"], gap=spec["gap"],
+                                task_cuts=spec.get("task_cuts"), threads=threads)
         return cls(scorer, Combiner(folder / training["combiner_file"], threads=threads),
                    threshold=manifest.thresholds.get(THRESHOLD_KEY, 0.5), task_thresholds=per_task,
                    span_mode=training.get("span_mode", "phrases"), phrase_gap=training.get("phrase_gap", 1),
@@ -254,8 +260,11 @@ class GroundingFactSpans:
         return outputs  # type: ignore[return-value]
 
     def threshold_for(self, case: Case) -> float:
-        task = task_of(case.question, case.context_text, str(case.meta.get("task", "")) or None)
-        return self.task_thresholds.get(task, self.threshold)
+        return self.task_thresholds.get(self._task(case), self.threshold)
+
+    @staticmethod
+    def _task(case: Case) -> str:
+        return task_of(case.question, case.context_text, str(case.meta.get("task", "")) or None)
 
     def _output(self, case: Case, context: ContextIndex, signals: list[SentenceSignals],
                 unsupported: np.ndarray) -> FactSpansOutput:
@@ -265,7 +274,7 @@ class GroundingFactSpans:
         if self.span_mode == "words":
             claims = [s for s in signals if not s.is_noise]
             narrowed = self.narrower.ranges(context, [(i, claims[i], float(unsupported[i]))
-                                                      for i in np.flatnonzero(scores >= threshold)])
+                                                      for i in np.flatnonzero(scores >= threshold)], self._task(case))
         spans = sentence_spans(case.answer, signals, scores, threshold, self.span_mode, self.phrase_gap, narrowed)
         claim_chars = sum(s.sentence.end - s.sentence.start for s in signals if not s.is_noise)
         fact_chars = sum(sp.end - sp.start for sp in spans if sp.label is SpanLabel.FACT)

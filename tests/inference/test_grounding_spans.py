@@ -284,3 +284,15 @@ def test_a_huge_context_is_capped_and_the_output_says_so(validator, monkeypatch)
     assert len(capped.notes) == 1 and "first 20 chunks" in capped.notes[0]
     assert small.notes == ()
     assert passages.applies and not passages.hallucinated  # 500 short passages: one context, capped the same way
+
+
+def test_word_mode_uses_the_cut_of_the_case_task(combiner_model, narrower_path):
+    narrower = Narrower(narrower_path, cut=0.5, gap=0, task_cuts={"Data2txt": 0.999999})
+    validator = GroundingFactSpans(None, combiner_model[0], threshold=0.5, span_mode="words", narrower=narrower)
+    answer = "The Eiffel Tower was completed in 1925 in Berlin."
+    summary, data2txt = validator.predict([Case(id="s", question="", context=[CONTEXT], answer=answer),
+                                           Case(id="d", question="", context=[CONTEXT], answer=answer,
+                                                meta={"task": "Data2txt"})])
+    marked = lambda output: [s.text for s in output.spans if s.label is SpanLabel.HALLUCINATION]  # noqa: E731
+    assert len(marked(summary)) >= 2  # "1925" and "Berlin" both pass the default cut
+    assert len(marked(data2txt)) == 1  # nothing passes the Data2txt cut: the best word only
