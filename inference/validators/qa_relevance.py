@@ -9,9 +9,10 @@ The gate's `score` puts the model on the same scale as every relevance score, 0.
 the model probability is mapped piecewise-linearly so that the threshold chosen on dev at export
 (manifest `thresholds`) lands on 0.5, and the lexical question–answer overlap of the heuristic
 fallback can only raise it (`score = max(calibrated model, lexical)`). Why the max: the model was
-trained mostly on English Wikipedia pairs and under-scores answers it has seen little of (Russian
-text under an English vocabulary, answers wrapped in support-chat filler); an answer that repeats
-the question's content words is on topic whatever the model thinks. Off-topic answers share no
+trained on Wikipedia-style pairs and under-scores answers it has seen little of (answers wrapped in
+support-chat filler; Russian too for a model with an English vocabulary, such as the MiniLM recipe
+in configs/qa_relevance.yaml; the shipped e5 model reads Russian); an answer that repeats the
+question's content words is on topic whatever the model thinks. Off-topic answers share no
 content words and keep the model's low score. `relevant` = score >= 0.5.
 """
 
