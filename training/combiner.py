@@ -300,8 +300,11 @@ def train_combiner(config: CombinerConfig, config_source: str = "") -> dict[str,
         best_words = max((k for k in span_scores if k.startswith("words/")), key=span_scores.get)
         if span_scores[best_words] > max(v for k, v in span_scores.items() if not k.startswith("words/")):
             _, cut, gap = best_words.split("/")
+            default_cuts = {c: char_f1(dev, dev_sentence_scores, per_answer, "words", config.narrower.default_cut_sources,
+                                       words=words, cut=c, gap=int(gap)) for c in config.narrower.cuts}
+            metrics["dev_char_f1_default_cut"] = {str(c): f for c, f in default_cuts.items()}
             span = {"span_mode": "words", "phrase_gap": 1, "narrower": {
-                "file": NARROWER_FILE, "cut": float(cut), "gap": int(gap),
+                "file": NARROWER_FILE, "cut": max(default_cuts, key=default_cuts.get), "gap": int(gap),
                 "task_cuts": _task_cuts(dev, dev_sentence_scores, per_answer, tasks, words, int(gap), config, metrics)}}
             (out / NARROWER_FILE).write_bytes(to_onnx(narrower, len(TOKEN_FEATURE_NAMES)))
             _check_parity(out / NARROWER_FILE, narrower, words, dev, dev_unsupported)
