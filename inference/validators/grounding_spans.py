@@ -44,7 +44,7 @@ from ..text import content_stems, language_of
 from . import register_onnx_validator
 from .base import ValidatorInfo
 from .heuristic import HeuristicFactSpans
-from .pair_scorer import PairScorer
+from .pair_scorer import DEFAULT_BATCH, PairScorer
 
 THRESHOLD_KEY = "hallucination"
 TASK = "fact_spans_grounding"
@@ -206,7 +206,7 @@ class GroundingFactSpans:
 
     @classmethod
     def from_folder(cls, folder: str | Path, manifest: Manifest, *, threads: int | None = None,
-                    model_path: str | Path | None = None, batch_size: int = 32) -> "GroundingFactSpans":
+                    model_path: str | Path | None = None, batch_size: int = DEFAULT_BATCH) -> "GroundingFactSpans":
         """The shipped model folder; `model_path` swaps in another cross-encoder graph (fp32)."""
         folder = Path(folder)
         training = manifest.training

@@ -10,6 +10,12 @@ from tokenizers import Tokenizer
 
 from ..onnx_session import OnnxSession
 
+# Rows per onnxruntime call for the 128-token encoders. Measured on this 2-core AVX2 CPU with the
+# int8 grounding cross-encoder over 212 RAGTruth cases: 32 rows peak at 432 MB RSS and take 55 ms
+# per case, 8 rows 208 MB and 40 ms (the int8 kernels' buffers grow with the batch, and the batch
+# gains no speed on 2 cores).
+DEFAULT_BATCH = 8
+
 
 class PairScorer:
     """P(positive label) of a sentence-pair cross-encoder for (first, second) text pairs.
@@ -19,7 +25,7 @@ class PairScorer:
     """
 
     def __init__(self, model_path: str | Path, tokenizer_path: str | Path, *, max_length: int, positive: int = 1,
-                 batch_size: int = 32, threads: int | None = None):
+                 batch_size: int = DEFAULT_BATCH, threads: int | None = None):
         self.tokenizer = Tokenizer.from_file(str(tokenizer_path))
         self.tokenizer.enable_truncation(max_length, strategy="longest_first")
         self.tokenizer.no_padding()

@@ -28,7 +28,7 @@ from ..heuristics import lexical_relevance
 from ..manifest import Manifest
 from ..results import QARelevanceOutput
 from .base import ValidatorInfo
-from .pair_scorer import PairScorer
+from .pair_scorer import DEFAULT_BATCH, PairScorer
 
 THRESHOLD_KEY = "relevant"
 POSITIVE_LABEL = "relevant"
@@ -50,7 +50,8 @@ class QARelevanceValidator:
     picks one activation scale per tensor, i.e. per batch, so its scores can move by quantisation
     noise (measured ~1e-4, bounded at 2e-3 in the tests) with a pair's batch-mates."""
 
-    def __init__(self, folder: str | Path, manifest: Manifest, *, batch_size: int = 32, threads: int | None = None,
+    def __init__(self, folder: str | Path, manifest: Manifest, *, batch_size: int = DEFAULT_BATCH,
+                 threads: int | None = None,
                  model_path: str | Path | None = None):
         """
         Args:

@@ -35,6 +35,7 @@ from ..text import language_of
 from ..windowing import plain_tokenizer, special_token_id
 from .base import ValidatorInfo
 from .heuristic import HeuristicTone
+from .pair_scorer import DEFAULT_BATCH
 
 INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
 
@@ -63,7 +64,8 @@ class ToneValidator:
     """Batched multi-label tone scoring; scores do not depend on the batch a text lands in (padding
     is masked), which the tests check."""
 
-    def __init__(self, folder: str | Path, manifest: Manifest, *, batch_size: int = 32, threads: int | None = None,
+    def __init__(self, folder: str | Path, manifest: Manifest, *, batch_size: int = DEFAULT_BATCH,
+                 threads: int | None = None,
                  model_path: str | Path | None = None):
         """
         Args:
