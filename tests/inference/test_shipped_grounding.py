@@ -1,0 +1,57 @@
+"""The shipped fact-span model (`models/fact_spans`, task fact_spans_grounding) on hand-made cases:
+what a user sees first. Real model, real cross-encoder, no torch."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from autovalidators.inference.case import Case
+from autovalidators.inference.manifest import load_manifest
+from autovalidators.inference.results import SpanLabel
+from autovalidators.inference.validators import load_validator
+
+MODELS = Path(__file__).resolve().parents[2] / "models"
+CONTEXT = ["The Eiffel Tower was completed in 1889 for the World's Fair in Paris. It is 330 metres tall and was "
+           "designed by the engineering company of Gustave Eiffel. About 7 million people visit it every year."]
+QUESTION = "Tell me about the Eiffel Tower."
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def validator():
+    if load_manifest(MODELS / "fact_spans").task != "fact_spans_grounding":
+        pytest.skip("models/fact_spans is not the grounding model")
+    return load_validator("fact_spans", MODELS)
+
+
+def _hallucinated_text(output) -> list[str]:
+    return [s.text for s in output.spans if s.label is SpanLabel.HALLUCINATION]
+
+
+def test_a_swapped_number_is_flagged_narrowly(validator):
+    answer = ("The Eiffel Tower was completed in 1889 for the World's Fair in Paris. It is 330 metres tall. "
+              "About 9 million people visit it every year.")
+    output, = validator.predict([Case(id="n", question=QUESTION, context=CONTEXT, answer=answer)])
+    assert output.source == "onnx" and output.hallucinated and output.hallucination_score >= 0.5
+    marked = _hallucinated_text(output)
+    assert any("9" in text for text in marked)
+    assert sum(map(len, marked)) < len(answer) / 3  # the claim, not the answer
+    assert not any("1889" in text or "330" in text for text in marked)
+
+
+def test_a_faithful_answer_with_a_preamble_is_accepted(validator):
+    answer = "Here is a summary of the text in 30 words:\nThe Eiffel Tower, completed in 1889 in Paris, is 330 metres tall."
+    output, = validator.predict([Case(id="f", question=QUESTION, context=CONTEXT, answer=answer)])
+    assert not output.hallucinated and output.hallucination_score < 0.5
+    assert [s.label for s in output.spans][0] is SpanLabel.NOISE
+    assert output.precision == pytest.approx(1.0)
+
+
+def test_russian_answers_go_to_the_heuristic(validator):
+    case = Case(id="ru", question="Когда построили башню?", context=["Эйфелева башня построена в 1889 году в Париже."],
+                answer="Эйфелева башня построена в 1925 году.")
+    output, = validator.predict([case])
+    assert output.source == "heuristic" and output.hallucinated
