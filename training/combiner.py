@@ -1,4 +1,4 @@
-"""The fact-span combiner: judged sentences -> gradient-boosted trees over grounding features.
+"""The fact-span combiner: judged sentences -> one learned scorer over grounding features.
 
 `autovalidators train fact-spans-combiner` (configs/fact_spans_combiner.yaml):
 1. reads `prepare grounding`'s answers/{train,dev}.jsonl, capped per source;
@@ -6,13 +6,15 @@
    cross-encoder is configured, its P(supported) for (best chunk, sentence) with the runtime
    `PairScorer` on the exported int8 model: the combiner learns from the scores it will be served;
 3. labels sentences (`data_prep.fact_spans.grounding.sentence_labels`: spans where a set has them,
-   a response label only where it pins a sentence down) and fits scikit-learn's
-   GradientBoostingClassifier, sources weighted so a few thousand FIB pairs cannot drown the
+   a response label only where it pins a sentence down) and fits a logistic model (or
+   gradient-boosted trees), sources weighted so a few thousand FIB pairs cannot drown the
    hundred RAGTruth answers that look like production;
-4. on dev, picks the answer-level threshold (best F1 on `threshold_sources`) and the span mode
-   (best character F1 on span-labelled dev answers);
-5. writes `combiner.onnx` (skl2onnx, checked against scikit-learn on dev rows) and `combiner.json`
-   (config, features, threshold, span mode, dev metrics) into `output_dir`.
+4. fits the answer calibration (worst sentence and number of claim sentences -> answer score) on
+   train answers and, on dev, picks the thresholds per task type (`combiner_selection`);
+5. fits the token narrower (`training.narrower`) and picks the span mode and word cuts on dev
+   character F1;
+6. writes `combiner.onnx` and `narrower.onnx` (skl2onnx, each checked against scikit-learn on dev
+   rows) and `combiner.json` (config, features, thresholds, calibration, span mode, dev metrics).
 `autovalidators export fact-spans-combiner` then assembles `models/fact_spans/`.
 """
 
