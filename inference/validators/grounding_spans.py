@@ -4,9 +4,9 @@ Per answer sentence (`inference.grounding`): the lexical signals the heuristic c
 content stems, numbers and names missing from the context, negation mismatch, best-chunk and
 bigram overlap, ...) plus a cross-encoder's P(supported) for (best context chunk, sentence)
 (`model.onnx`, NLI-style) go into one learned combiner (`combiner.onnx`: a logistic model as
-shipped, trees possible) that gives P(unsupported). Why stacked: on long-form answers word overlap alone beats a small
-cross-encoder, on abstractive summaries the cross-encoder sees paraphrase the overlap cannot; the
-combiner learns how much each counts from judged sentences.
+shipped, trees possible) that gives P(unsupported). Why stacked: on long-form answers word
+overlap alone beats a small cross-encoder, on abstractive summaries the cross-encoder sees
+paraphrase the overlap cannot; the combiner learns how much each counts from judged sentences.
 
 Outputs per case (what the gate reads):
 - `spans`: NOISE for filler sentences and preambles; a sentence whose answer-scale score
