@@ -37,11 +37,11 @@ from autovalidators.inference.config import StrictModel
 from autovalidators.inference.grounding import (FEATURE_NAMES, NLI_FEATURE, TASKS, ContextIndex, SentenceSignals,
                                                 sentence_signals, task_of)
 
-from autovalidators.inference.narrowing import TOKEN_FEATURE_NAMES, token_features
+from autovalidators.inference.narrowing import TOKEN_FEATURE_NAMES
 from autovalidators.inference.validators.grounding_spans import AnswerCalibration
 
 from .combiner_selection import answer_level, char_f1, choose_threshold, fit_answer_calibration
-from .narrower import NARROWER_FILE, NarrowerConfig, fit_narrower, word_scores
+from .narrower import NARROWER_FILE, NarrowerConfig, claim_word_rows, fit_narrower, word_scores
 
 logger = logging.getLogger(__name__)
 COMBINER_FILE = "combiner.onnx"
@@ -187,19 +187,14 @@ def _sentence_aucs(dev: Featurised, unsupported: np.ndarray) -> dict[str, float]
             for name, m in groups.items() if 0 < (dev.labels[m] == 0).sum() < m.sum()}
 
 
-def _check_parity(path: Path, model: Any, words: dict, dev: Featurised, unsupported: np.ndarray) -> None:
-    """narrower.onnx must give scikit-learn's word scores on every dev word (same row order as `words`)."""
+def _check_parity(path: Path, words: dict, rows: list[np.ndarray]) -> None:
+    """narrower.onnx must give scikit-learn's word scores (`words`, in `rows` order) on every dev word."""
     from autovalidators.inference.validators.grounding_spans import Narrower
 
-    reference = np.concatenate(list(words.values())) if words else np.zeros(0)
-    rows = []
-    for index, (record, signals, context) in enumerate(zip(dev.records, dev.signals, dev.contexts)):
-        if record["granularity"] != "span":
-            continue
-        claims = [s for s in signals if not s.is_noise]
-        rows += [token_features(s, context, float(p)) for s, p in zip(claims, unsupported[dev.owners == index])]
-    onnx_scores = Narrower(path, cut=0.5, gap=0).word_scores(np.concatenate(rows)) if rows else np.zeros(0)
-    parity = float(np.abs(onnx_scores - reference).max()) if len(reference) else 0.0
+    if not rows:
+        return
+    reference = np.concatenate(list(words.values()))
+    parity = float(np.abs(Narrower(path, cut=0.5, gap=0).word_scores(np.concatenate(rows)) - reference).max())
     if parity > 1e-4:
         raise ValueError(f"{path.name} differs from scikit-learn by {parity:.2e} on dev (> 1e-4)")
 
@@ -294,7 +289,8 @@ def train_combiner(config: CombinerConfig, config_source: str = "") -> dict[str,
     if config.narrower.enabled:
         narrower, metrics["narrower"] = fit_narrower(train, train_unsupported, config.narrower, config.source_weights,
                                                      config.seed)
-        words = word_scores(narrower, dev, dev_unsupported)
+        keys, rows = claim_word_rows(dev, dev_unsupported)
+        words = word_scores(narrower, keys, rows)
         for cut in config.narrower.cuts:
             for gap in config.narrower.gaps:
                 span_scores[f"words/{cut}/{gap}"] = char_f1(dev, dev_sentence_scores, per_answer, "words",
@@ -309,7 +305,7 @@ def train_combiner(config: CombinerConfig, config_source: str = "") -> dict[str,
                 "file": NARROWER_FILE, "cut": max(default_cuts, key=default_cuts.get), "gap": int(gap),
                 "task_cuts": _task_cuts(dev, dev_sentence_scores, per_answer, tasks, words, int(gap), config, metrics)}}
             (out / NARROWER_FILE).write_bytes(to_onnx(narrower, len(TOKEN_FEATURE_NAMES)))
-            _check_parity(out / NARROWER_FILE, narrower, words, dev, dev_unsupported)
+            _check_parity(out / NARROWER_FILE, words, rows)
     metrics["dev_char_f1"] = span_scores
     importance = (model.feature_importances_ if config.model == "trees"
                   else np.abs(model[-1].coef_[0]))  # |coefficient| of a standardised feature

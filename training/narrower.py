@@ -97,8 +97,8 @@ def fit_narrower(data, unsupported: np.ndarray, config: NarrowerConfig, source_w
                    "features": list(TOKEN_FEATURE_NAMES)}
 
 
-def word_scores(model: Any, data, unsupported: np.ndarray) -> dict[tuple[int, int], np.ndarray]:
-    """(answer index, claim index) -> P(unsupported word) per word, for the span-labelled answers."""
+def claim_word_rows(data, unsupported: np.ndarray) -> tuple[list[tuple[int, int]], list[np.ndarray]]:
+    """(answer index, claim index) keys and each claim's word rows, for the span-labelled answers."""
     keys, rows = [], []
     for index, (record, signals, context) in enumerate(zip(data.records, data.signals, data.contexts)):
         if record["granularity"] != "span":
@@ -107,6 +107,11 @@ def word_scores(model: Any, data, unsupported: np.ndarray) -> dict[tuple[int, in
         for claim, (signal, p) in enumerate(zip(claims, unsupported[data.owners == index])):
             keys.append((index, claim))
             rows.append(token_features(signal, context, float(p)))
+    return keys, rows
+
+
+def word_scores(model: Any, keys: list[tuple[int, int]], rows: list[np.ndarray]) -> dict[tuple[int, int], np.ndarray]:
+    """Key -> P(unsupported word) per word (`claim_word_rows`' output, one model call)."""
     stacked = np.concatenate(rows) if rows else np.zeros((0, len(TOKEN_FEATURE_NAMES)), dtype=np.float32)
     scores = model.predict_proba(stacked)[:, 1] if len(stacked) else np.zeros(0)
     out, position = {}, 0
