@@ -46,6 +46,12 @@ _HEDGE = re.compile("|".join(heuristics.HEDGE_PATTERNS), re.IGNORECASE)
 _WORD = re.compile(r"\S+")
 
 
+def logit(p):
+    """log(p / (1 - p)), p clipped to [1e-4, 1 - 1e-4] so a certain 0 or 1 stays finite (scalars or arrays)."""
+    p = np.clip(p, 1e-4, 1 - 1e-4)
+    return np.log(p / (1 - p))
+
+
 def task_of(question: str, context: str, declared: str | None = None) -> str:
     """The case's task type: `declared` (a case's `meta.task`) when it names one of TASKS, else
     Data2txt for structured context (JSON, or mostly "key: value" lines), Summary when the

@@ -18,7 +18,7 @@ from typing import Sequence
 
 import numpy as np
 
-from .grounding import FEATURE_NAMES, ContextIndex, SentenceSignals
+from .grounding import FEATURE_NAMES, ContextIndex, SentenceSignals, logit
 
 TOKEN_FEATURE_NAMES = (
     "sentence_logit", "nli", "stopword", "supported", "in_evidence", "number", "name", "unsupported_number",
@@ -28,11 +28,6 @@ TOKEN_FEATURE_NAMES = (
 WINDOW = 3  # content words either side whose support describes a word's neighbourhood
 MAX_DISTANCE = 6  # words; farther from any unsupported content word counts the same
 _NLI, _SUPPORT = FEATURE_NAMES.index("nli"), FEATURE_NAMES.index("support")
-
-
-def _logit(p: float) -> float:
-    p = min(max(p, 1e-4), 1 - 1e-4)
-    return math.log(p / (1 - p))
 
 
 def token_features(signal: SentenceSignals, context: ContextIndex, unsupported: float) -> np.ndarray:
@@ -54,7 +49,7 @@ def token_features(signal: SentenceSignals, context: ContextIndex, unsupported: 
     for i in range(len(tokens) - 1, -1, -1):
         next_content[i] = last
         last = i if not tokens[i].is_stopword else last
-    sentence_logit, nli = _logit(unsupported), float(signal.features[_NLI])
+    sentence_logit, nli = float(logit(unsupported)), float(signal.features[_NLI])
     sentence_support = float(signal.features[_SUPPORT])
     rows = []
     for i, token in enumerate(tokens):

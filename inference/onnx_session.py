@@ -34,8 +34,8 @@ class OnnxSession:
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         # Memory: onnxruntime's CPU arena keeps the largest batch's activations reserved for the
         # life of the session, and memory patterns pre-plan one block per input shape. With the
-        # shipped models both cost ~90 MB of `validate`'s peak RSS on 200 RAGTruth cases (382 ->
-        # 289 MB) for CPU time per case within 3% (`autovalidators benchmark batch` prints both).
+        # shipped models both cost ~80 MB of `validate`'s peak RSS on 200 RAGTruth cases (420 ->
+        # 340 MB) for CPU time per case within 5% (`autovalidators benchmark batch` prints both).
         # AUTOVALIDATORS_ORT_ARENA=1 turns them back on.
         arena = os.environ.get("AUTOVALIDATORS_ORT_ARENA", "0") == "1"
         options.enable_cpu_mem_arena = arena

@@ -35,7 +35,7 @@ import numpy as np
 
 from .. import heuristics
 from ..case import Case
-from ..grounding import CHUNK_WORDS, NLI_FEATURE, ContextIndex, SentenceSignals, sentence_signals, task_of
+from ..grounding import CHUNK_WORDS, NLI_FEATURE, ContextIndex, SentenceSignals, logit, sentence_signals, task_of
 from ..manifest import Manifest
 from ..narrowing import marked_ranges, token_features
 from ..onnx_session import OnnxSession
@@ -50,19 +50,30 @@ THRESHOLD_KEY = "hallucination"
 TASK = "fact_spans_grounding"
 
 
-class Combiner:
-    """The stacked scorer: feature rows (FEATURE_NAMES order) -> P(unsupported) per sentence."""
+class _ProbabilityModel:
+    """A scikit-learn classifier exported by skl2onnx: rows -> one column of its probabilities."""
 
-    def __init__(self, model_path: str | Path, *, threads: int | None = None):
+    def __init__(self, model_path: str | Path, column: int, threads: int | None = None):
         self.session = OnnxSession(model_path, threads=threads or 1)
         self.input_name = next(iter(self.session.input_types))
         self.output = next(n for n in self.session.output_names if "prob" in n)
+        self.column = column
+
+    def probabilities(self, rows: np.ndarray) -> np.ndarray:
+        if len(rows) == 0:
+            return np.zeros(0)
+        probabilities = self.session.run({self.input_name: rows.astype(np.float32)})[self.output]
+        return np.asarray(probabilities, dtype=np.float64)[:, self.column]
+
+
+class Combiner(_ProbabilityModel):
+    """The stacked scorer: feature rows (FEATURE_NAMES order) -> P(unsupported) per sentence."""
+
+    def __init__(self, model_path: str | Path, *, threads: int | None = None):
+        super().__init__(model_path, column=0, threads=threads)  # class 0 = unsupported
 
     def unsupported(self, features: np.ndarray) -> np.ndarray:
-        if len(features) == 0:
-            return np.zeros(0)
-        probabilities = self.session.run({self.input_name: features.astype(np.float32)})[self.output]
-        return np.asarray(probabilities, dtype=np.float64)[:, 0]  # class 0 = unsupported
+        return self.probabilities(features)
 
 
 @dataclass(frozen=True)
@@ -79,31 +90,26 @@ class AnswerCalibration:
     intercept: float = 0.0
 
     def scores(self, unsupported: np.ndarray) -> np.ndarray:
-        p = np.clip(np.asarray(unsupported, dtype=np.float64), 1e-4, 1 - 1e-4)
+        p = np.asarray(unsupported, dtype=np.float64)
         if not len(p) or (self.max_logit, self.log_claims, self.intercept) == (1.0, 0.0, 0.0):
-            return np.asarray(unsupported, dtype=np.float64)
-        z = self.max_logit * np.log(p / (1 - p)) + self.log_claims * math.log(len(p)) + self.intercept
+            return p
+        z = self.max_logit * logit(p) + self.log_claims * math.log(len(p)) + self.intercept
         return 1.0 / (1.0 + np.exp(-z))
 
 
-class Narrower:
+class Narrower(_ProbabilityModel):
     """The token model (`narrower.onnx`): TOKEN_FEATURE_NAMES rows -> P(word is unsupported)."""
 
     def __init__(self, model_path: str | Path, *, cut: float, gap: int, task_cuts: dict[str, float] | None = None,
                  threads: int | None = None):
         """`cut`: the word score from which a word is marked; `task_cuts`: per task type where dev
         chose one of its own; `gap`: unmarked words a marked run may bridge."""
-        self.session = OnnxSession(model_path, threads=threads or 1)
-        self.input_name = next(iter(self.session.input_types))
-        self.output = next(n for n in self.session.output_names if "prob" in n)
+        super().__init__(model_path, column=1, threads=threads)  # class 1 = unsupported word
         self.cut, self.gap = float(cut), int(gap)
         self.task_cuts = {task: float(value) for task, value in (task_cuts or {}).items()}
 
     def word_scores(self, rows: np.ndarray) -> np.ndarray:
-        if len(rows) == 0:
-            return np.zeros(0)
-        probabilities = self.session.run({self.input_name: rows.astype(np.float32)})[self.output]
-        return np.asarray(probabilities, dtype=np.float64)[:, 1]  # class 1 = unsupported word
+        return self.probabilities(rows)
 
     def ranges(self, context: ContextIndex, flagged: Sequence[tuple[int, SentenceSignals, float]],
                task: str | None = None) -> dict[int, list[tuple[int, int]]]:
@@ -268,13 +274,14 @@ class GroundingFactSpans:
 
     def _output(self, case: Case, context: ContextIndex, signals: list[SentenceSignals],
                 unsupported: np.ndarray) -> FactSpansOutput:
-        threshold = self.threshold_for(case)
+        task = self._task(case)
+        threshold = self.task_thresholds.get(task, self.threshold)
         scores = self.answer_calibration.scores(unsupported)
         narrowed = None
         if self.span_mode == "words":
             claims = [s for s in signals if not s.is_noise]
             narrowed = self.narrower.ranges(context, [(i, claims[i], float(unsupported[i]))
-                                                      for i in np.flatnonzero(scores >= threshold)], self._task(case))
+                                                      for i in np.flatnonzero(scores >= threshold)], task)
         spans = sentence_spans(case.answer, signals, scores, threshold, self.span_mode, self.phrase_gap, narrowed)
         claim_chars = sum(s.sentence.end - s.sentence.start for s in signals if not s.is_noise)
         fact_chars = sum(sp.end - sp.start for sp in spans if sp.label is SpanLabel.FACT)
