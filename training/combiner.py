@@ -40,7 +40,7 @@ from autovalidators.inference.grounding import (FEATURE_NAMES, NLI_FEATURE, TASK
 from autovalidators.inference.narrowing import TOKEN_FEATURE_NAMES
 from autovalidators.inference.validators.grounding_spans import AnswerCalibration
 
-from .combiner_selection import answer_level, char_f1, choose_threshold, fit_answer_calibration
+from .combiner_selection import answer_level, char_f1, choose_threshold, fit_answer_calibration, source_weights
 from .narrower import NARROWER_FILE, NarrowerConfig, claim_word_rows, fit_narrower, word_scores
 
 logger = logging.getLogger(__name__)
@@ -147,13 +147,8 @@ def _capped(records: list[dict], cap: int, seed: int) -> list[dict]:
 
 
 def sample_weights(data: Featurised, config: CombinerConfig) -> np.ndarray:
-    """Each source gets the same total weight (times its multiplier), split over its rows."""
-    sources = np.asarray([data.records[o]["source"] for o in data.owners])
-    weights = np.zeros(len(sources))
-    for source in set(sources):
-        mask = sources == source
-        weights[mask] = config.source_weights.get(str(source), 1.0) / mask.sum()
-    return weights * len(weights) / weights.sum()
+    """Per sentence row: its source's share (`combiner_selection.source_weights`)."""
+    return source_weights(np.asarray([data.records[o]["source"] for o in data.owners]), config.source_weights)
 
 
 def _task_cuts(dev: Featurised, sentence_scores: np.ndarray, per_answer: np.ndarray, tasks: np.ndarray,
@@ -174,13 +169,13 @@ def _task_cuts(dev: Featurised, sentence_scores: np.ndarray, per_answer: np.ndar
     return cuts
 
 
-def _sentence_aucs(dev: Featurised, unsupported: np.ndarray) -> dict[str, float]:
+def _sentence_aucs(dev: Featurised, unsupported: np.ndarray, answer_tasks: np.ndarray) -> dict[str, float]:
     """Dev sentence ROC-AUC per source, and per task type on RAGTruth (the target domain)."""
     from sklearn.metrics import roc_auc_score
 
     known = dev.labels >= 0
     sources = np.asarray([dev.records[o]["source"] for o in dev.owners])
-    tasks = np.asarray([task_of(dev.records[o].get("question", ""), dev.records[o]["context"]) for o in dev.owners])
+    tasks = answer_tasks[dev.owners]
     groups = {str(s): known & (sources == s) for s in sorted(set(sources))}
     groups.update({f"ragtruth/{t}": known & (sources == "ragtruth") & (tasks == t) for t in TASKS})
     return {name: float(roc_auc_score(dev.labels[m] == 0, unsupported[m]))
@@ -255,7 +250,8 @@ def train_combiner(config: CombinerConfig, config_source: str = "") -> dict[str,
     train_unsupported = model.predict_proba(train.features)[:, 0]
 
     metrics: dict[str, Any] = {"sentences": {"train": int(known.sum()), "dev": int((dev.labels >= 0).sum())}}
-    metrics["dev_sentence_auc"] = _sentence_aucs(dev, dev_unsupported)
+    tasks = np.asarray([task_of(r.get("question", ""), r["context"]) for r in dev.records])
+    metrics["dev_sentence_auc"] = _sentence_aucs(dev, dev_unsupported, tasks)
     calibration = (fit_answer_calibration(train, train_unsupported, config.source_weights)
                    if config.answer_calibration else AnswerCalibration())
     dev_sentence_scores, scores = answer_level(dev, dev_unsupported, calibration)
@@ -269,7 +265,6 @@ def train_combiner(config: CombinerConfig, config_source: str = "") -> dict[str,
                             "objective": config.threshold_objective}
     # A task with enough dev answers gets its own threshold: RAGTruth's Data2txt answers
     # hallucinate three times as often as its summaries, so one cut cannot serve both.
-    tasks = np.asarray([task_of(r.get("question", ""), r["context"]) for r in dev.records])
     thresholds = {"hallucination": threshold}
     for task in TASKS:
         mask = chosen & (tasks == task)

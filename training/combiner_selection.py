@@ -15,6 +15,7 @@ from typing import Sequence
 
 import numpy as np
 
+from autovalidators.inference.grounding import logit
 from autovalidators.inference.narrowing import marked_ranges
 from autovalidators.inference.validators.grounding_spans import AnswerCalibration, sentence_spans
 
@@ -23,17 +24,13 @@ from autovalidators.inference.validators.grounding_spans import AnswerCalibratio
 MIN_THRESHOLD, MAX_THRESHOLD = 0.01, 0.99
 
 
-def _source_weights(sources: np.ndarray, multipliers: dict[str, float]) -> np.ndarray:
+def source_weights(sources: np.ndarray, multipliers: dict[str, float]) -> np.ndarray:
+    """Each source gets the same total weight (times its multiplier), split over its rows; mean 1."""
     weights = np.zeros(len(sources))
     for source in set(sources):
         mask = sources == source
         weights[mask] = multipliers.get(str(source), 1.0) / mask.sum()
     return weights * len(weights) / weights.sum()
-
-
-def _logit(p: np.ndarray) -> np.ndarray:
-    p = np.clip(p, 1e-4, 1 - 1e-4)
-    return np.log(p / (1 - p))
 
 
 def fit_answer_calibration(data, unsupported: np.ndarray, multipliers: dict[str, float]) -> AnswerCalibration:
@@ -43,11 +40,11 @@ def fit_answer_calibration(data, unsupported: np.ndarray, multipliers: dict[str,
     for index, record in enumerate(data.records):
         p = unsupported[data.owners == index]
         if len(p):
-            rows.append([float(_logit(p.max())), float(np.log(len(p)))])
+            rows.append([float(logit(p.max())), float(np.log(len(p)))])
             labels.append(int(record["label"] == 0))
             sources.append(record["source"])
     model = LogisticRegression(C=1.0, max_iter=2000)
-    model.fit(np.asarray(rows), np.asarray(labels), sample_weight=_source_weights(np.asarray(sources), multipliers))
+    model.fit(np.asarray(rows), np.asarray(labels), sample_weight=source_weights(np.asarray(sources), multipliers))
     (max_logit, log_claims), intercept = model.coef_[0], model.intercept_[0]
     return AnswerCalibration(max_logit=float(max_logit), log_claims=float(log_claims), intercept=float(intercept))
 

@@ -21,6 +21,8 @@ from pydantic import Field
 from autovalidators.inference.config import StrictModel
 from autovalidators.inference.narrowing import TOKEN_FEATURE_NAMES, token_features
 
+from .combiner_selection import source_weights
+
 logger = logging.getLogger(__name__)
 NARROWER_FILE = "narrower.onnx"
 
@@ -53,30 +55,22 @@ def _word_labels(record: dict, signal, min_overlap: float) -> np.ndarray:
 
 def word_rows(data, unsupported: np.ndarray, min_overlap: float = 0.5) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Rows, labels and source names of every word of the span-labelled answers' claim sentences."""
-    rows, labels, sources = [], [], []
-    for index, (record, signals, context) in enumerate(zip(data.records, data.signals, data.contexts)):
-        if record["granularity"] != "span":
-            continue
-        claims = [s for s in signals if not s.is_noise]
-        for signal, p in zip(claims, unsupported[data.owners == index]):
-            block = token_features(signal, context, float(p))
-            if len(block):
-                rows.append(block)
-                labels.append(_word_labels(record, signal, min_overlap))
-                sources += [record["source"]] * len(block)
-    if not rows:
+    keys, blocks = claim_word_rows(data, unsupported)
+    if not keys:
         raise ValueError("no span-labelled answers to train the narrower on (XSumFaith, WiCE, RAGTruth, FaithBench)")
-    return np.concatenate(rows), np.concatenate(labels), np.asarray(sources)
+    labels, sources = [], []
+    for (index, claim), block in zip(keys, blocks):
+        record = data.records[index]
+        signal = [s for s in data.signals[index] if not s.is_noise][claim]
+        labels.append(_word_labels(record, signal, min_overlap))
+        sources += [record["source"]] * len(block)
+    return np.concatenate(blocks), np.concatenate(labels), np.asarray(sources)
 
 
-def fit_narrower(data, unsupported: np.ndarray, config: NarrowerConfig, source_weights: dict[str, float],
+def fit_narrower(data, unsupported: np.ndarray, config: NarrowerConfig, multipliers: dict[str, float],
                  seed: int) -> tuple[Any, dict[str, Any]]:
     rows, labels, sources = word_rows(data, unsupported, config.min_overlap)
-    weights = np.zeros(len(labels))
-    for source in set(sources):
-        mask = sources == source
-        weights[mask] = source_weights.get(str(source), 1.0) / mask.sum()
-    weights *= len(weights) / weights.sum()
+    weights = source_weights(sources, multipliers)
     if config.model == "trees":
         from sklearn.ensemble import GradientBoostingClassifier
 
