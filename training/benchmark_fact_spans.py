@@ -169,7 +169,9 @@ def paired_bootstrap(model: Sequence[dict], baseline: Sequence[dict], resamples:
         gold = np.asarray([p["gold"] for p in predictions], dtype=bool)
         predicted = np.asarray([p["predicted"] for p in predictions], dtype=bool)
         columns = {"example_f1": ((gold & predicted), (predicted & ~gold), (gold & ~predicted))}
-        if all("char_tp" in p for p in predictions):
+        # character F1 only where the rows have spans (`score_judged` marks response-labelled rows)
+        if all("char_tp" in p for p in predictions) and any(p.get("granularity", "span") == "span"
+                                                             for p in predictions):
             columns["char_f1"] = tuple(np.asarray([p[k] for p in predictions], dtype=np.float64)
                                        for k in ("char_tp", "char_fp", "char_fn"))
         out = {}

@@ -129,3 +129,8 @@ def test_paired_bootstrap_sees_a_clearly_better_model_and_its_interval_holds_the
 def test_paired_bootstrap_refuses_rows_that_do_not_match():
     with pytest.raises(ValueError, match="same rows"):
         bench.paired_bootstrap(_predictions([(True, True)]), _predictions([(True, True), (False, False)]))
+
+
+def test_paired_bootstrap_gives_no_character_f1_for_response_labels():
+    rows = [dict(p, granularity="response") for p in _predictions([(True, True), (False, True)] * 5)]
+    assert set(bench.paired_bootstrap(rows, rows, resamples=50)) == {"example_f1"}
