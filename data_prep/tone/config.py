@@ -53,6 +53,9 @@ class SourceSpec(StrictModel):
 
     paths: list[str] = Field(min_length=1, description="relative to data_root unless absolute")
     format: Literal["csv", "tsv"] = "csv"
+    # Whether fields may be double-quoted (holding tabs or newlines). Default: yes for csv, no for
+    # tsv, because OLID's tweets hold unbalanced quotes; ParaDetox's TSV quotes multi-line comments.
+    quoted: bool | None = None
     text_column: str
     id_column: str | None = Field(None, description="row id column; None = file name and line number")
     language: Literal["en", "ru"]
@@ -63,6 +66,20 @@ class SourceSpec(StrictModel):
     max_rows: int | None = Field(None, gt=0, description="keep a deterministic sample of this many rows")
     # label -> rules; a label with no rule is missing (None) for every row: the source says nothing.
     labels: dict[str, list[Rule]] = {}
+    # Gold every row's text gets whatever its columns say: a source whose rows are all of one kind
+    # (ParaDetox's originals are all toxic). Rules above, where given, win for their label.
+    fixed_labels: dict[str, Literal[0, 1]] = {}
+    # Parallel corpora: each of these columns holds a rewrite of the row's text (ParaDetox's
+    # detoxified versions); every non-empty one becomes a record of its own with `paired_labels`
+    # as gold. Contrast pairs teach that toxicity lies in the wording, not in the topic.
+    paired_columns: list[str] = []
+    paired_labels: dict[str, Literal[0, 1]] = {}
+
+    @model_validator(mode="after")
+    def _pairs_labelled(self) -> "SourceSpec":
+        if bool(self.paired_columns) != bool(self.paired_labels):
+            raise ValueError("paired_columns and paired_labels go together: rewrites need labels, labels need rewrites")
+        return self
 
 
 class LexiconSettings(StrictModel):
@@ -146,8 +163,9 @@ class ToneConfig(StrictModel):
         known = set(self.labels)
         problems = []
         for name, source in self.sources.items():
-            for label in sorted(set(source.labels) - known):
-                problems.append(f"sources.{name}.labels.{label}: not in the label scheme")
+            for field in ("labels", "fixed_labels", "paired_labels"):
+                for label in sorted(set(getattr(source, field)) - known):
+                    problems.append(f"sources.{name}.{field}.{label}: not in the label scheme")
         for label in sorted(set(self.lexicon.labels) - known):
             problems.append(f"lexicon.labels.{label}: not in the label scheme")
         for label in sorted(set(self.llm.labels or []) - known):

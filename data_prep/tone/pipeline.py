@@ -7,8 +7,10 @@ Order of work:
 3. run the enabled automatic labellers (lexicon, LLM) over the texts and merge votes by the
    configured priority;
 4. carve the benchmark sets first (sources with role `benchmark`, and `holdout_fraction` of the
-   others, by group hash), so no benchmark text is ever trained on; split the rest train/dev/test
-   with `grouped_split` on the same group key;
+   others, by group hash), so no benchmark text is ever trained on; drop the other texts that are
+   near copies of a benchmark text (`benchmark_overlap`: ParaDetox's sentences were cut from
+   Russian toxic comment sets), then split the rest train/dev/test with `grouped_split` on the
+   same group key;
 5. write `<split>.jsonl`, `benchmark_<source>.jsonl`, `labelling_report.json` and the data card.
 """
 
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -115,11 +118,48 @@ def assign_splits(records: list[ToneRecord], config: ToneConfig) -> dict[str, li
             splits.setdefault(f"benchmark_{source}", []).extend(parts["holdout"])
             members = parts["keep"]
         pool.extend(members)
+    pool, dropped = benchmark_overlap(pool, [r for members in splits.values() for r in members])
+    for record in dropped:  # written out like a split: dropped, not lost
+        record.split = "dropped_benchmark_overlap"
+    splits["dropped_benchmark_overlap"] = dropped
     for name, members in grouped_split(pool, lambda r: r.group, config.splits.fractions, seed=config.splits.seed).items():
         for record in members:
             record.split = name
         splits[name] = members
     return splits
+
+
+# A text is a near copy of a benchmark text when this share of its word 5-grams occurs in
+# benchmark texts of its language (a sentence cut from a benchmark comment, a retweet with a
+# different @mention). Texts under 5 words only match exactly, which the group key already does.
+OVERLAP_NGRAM, OVERLAP_SHARE = 5, 0.8
+
+
+def _word_ngrams(text: str, n: int = OVERLAP_NGRAM) -> list[tuple[str, ...]]:
+    words = re.findall(r"\w+", re.sub(r"https?://\S+|@\w+", " ", text.lower()))
+    return [tuple(words[i:i + n]) for i in range(len(words) - n + 1)]
+
+
+def benchmark_overlap(pool: list[ToneRecord], benchmark: list[ToneRecord]) -> tuple[list[ToneRecord], list[ToneRecord]]:
+    """(kept, dropped): drops pool texts that are near copies of a benchmark text, and the paired
+    rewrites (row `<original row>:<column>`) of a dropped original, which restate its content."""
+    seen: dict[str, set[tuple[str, ...]]] = {}
+    for record in benchmark:
+        seen.setdefault(record.language, set()).update(_word_ngrams(record.text))
+    dropped_rows: set[tuple[str, str]] = set()
+    for record in pool:
+        grams = _word_ngrams(record.text)
+        known = seen.get(record.language, set())
+        if grams and sum(g in known for g in grams) >= OVERLAP_SHARE * len(grams):
+            dropped_rows.add((record.source, record.row))
+    kept, dropped = [], []
+    for record in pool:
+        original = (record.source, record.row.rsplit(":", 1)[0])
+        is_dropped = (record.source, record.row) in dropped_rows or original in dropped_rows
+        (dropped if is_dropped else kept).append(record)
+    if dropped:
+        logger.info("dropped %d texts that are near copies of benchmark texts (or their rewrites)", len(dropped))
+    return kept, dropped
 
 
 def build(config: ToneConfig, out: str | Path, *, data_root: str | Path | None = None,

@@ -59,13 +59,14 @@ def _rows(path: Path, spec: SourceSpec) -> Iterator[tuple[int, dict[str, str]]]:
     if not path.is_file():
         raise DataError(f"{path}: no such file (set data_root in the config or pass --data-root)")
     delimiter = "\t" if spec.format == "tsv" else ","
-    # OLID's TSV has unbalanced quotes inside tweets: quoting must be off for TSV.
-    quoting = csv.QUOTE_NONE if spec.format == "tsv" else csv.QUOTE_MINIMAL
+    quoted = spec.quoted if spec.quoted is not None else spec.format == "csv"
+    quoting = csv.QUOTE_MINIMAL if quoted else csv.QUOTE_NONE
     with open(path, encoding="utf-8", newline="") as handle:
         reader = csv.DictReader(handle, delimiter=delimiter, quoting=quoting)
         if reader.fieldnames is None:
             raise DataError(f"{path}: empty file")
-        wanted = [spec.text_column, spec.id_column] + [r.column for rules in spec.labels.values() for r in rules]
+        wanted = ([spec.text_column, spec.id_column, *spec.paired_columns]
+                  + [r.column for rules in spec.labels.values() for r in rules])
         missing = sorted({c for c in wanted if c and c not in reader.fieldnames})
         if missing:
             raise DataError(f"{path}: no column(s) {missing} (columns: {', '.join(reader.fieldnames)})")
@@ -73,6 +74,22 @@ def _rows(path: Path, spec: SourceSpec) -> Iterator[tuple[int, dict[str, str]]]:
         for row in reader:
             yield line + 1, row  # the line the record starts on
             line = reader.line_num
+
+
+def _paired_records(row: dict[str, str], row_id: str, spec: SourceSpec, name: str,
+                    config: ToneConfig) -> list[ToneRecord]:
+    """The row's rewrites (spec.paired_columns), each a record with spec.paired_labels as gold."""
+    records = []
+    for column in spec.paired_columns:
+        rewrite = (row.get(column) or "").strip()
+        if not rewrite:  # ParaDetox gives 1 to 3 rewrites: an empty column is no rewrite, not an error
+            continue
+        record = new_record(rewrite, language=spec.language, source=name, row=f"{row_id}:{column}",
+                            labels=config.labels)
+        add_votes(record, "gold", dict(spec.paired_labels),
+                  {label: f"{column}: a rewrite of {row_id}" for label in spec.paired_labels})
+        records.append(record)
+    return records
 
 
 def read_source(name: str, config: ToneConfig,
@@ -97,15 +114,19 @@ def read_source(name: str, config: ToneConfig,
             if not _keep(f"{name}:{row_id}", spec, len(rows)):
                 continue
             record = new_record(text, language=spec.language, source=name, row=row_id, labels=config.labels)
-            votes, details = {}, {}
+            votes = dict(spec.fixed_labels)
+            details = {label: f"every {name} text is {value}" for label, value in spec.fixed_labels.items()}
             try:
                 for label, rules in spec.labels.items():
-                    votes[label], details[label] = apply_rules(rules, row, where)
+                    verdict, detail = apply_rules(rules, row, where)
+                    if verdict is not None:
+                        votes[label], details[label] = verdict, detail
             except DataError as exc:
                 errors.append(f"{exc}; row skipped")
                 continue
             add_votes(record, "gold", votes, details)
             records.append(record)
+            records.extend(_paired_records(row, row_id, spec, name, config))
     for error in errors[:20]:
         logger.warning("%s", error)
     if len(errors) > 20:

@@ -84,3 +84,32 @@ def test_bad_source_row_is_skipped_reported_and_exits_1(tmp_path):
     assert len(report["bad_rows"]) == 1 and "jigsaw.csv:6: column 'toxic' = 'maybe'" in report["bad_rows"][0]
     texts = {r.text for p in (tmp_path / "out").glob("*.jsonl") for r in read_records(p)}
     assert "i will kill you" in texts and "a broken row" not in texts  # the rest was processed
+
+
+def test_near_copies_of_benchmark_texts_and_their_rewrites_are_dropped_not_trained_on(tmp_path):
+    from autovalidators.data_prep.tone.pipeline import benchmark_overlap
+    from autovalidators.data_prep.tone.records import new_record
+
+    def make(text, source, row, language="ru"):
+        return new_record(text, language=language, source=source, row=row, labels=["toxicity"])
+
+    benchmark = [make("Привет всем. Ну ты и тупой дебил, иди проспись уже наконец. Пока.", "ru_val", "val.csv:2")]
+    cut = make("ну ты и тупой дебил, иди проспись уже наконец", "detox", "train.tsv:2")
+    rewrite = make("ты неправ, тебе стоит отдохнуть", "detox", "train.tsv:2:neutral_comment1")
+    other = make("совсем другой комментарий про погоду и футбол сегодня вечером", "detox", "train.tsv:3")
+    english = make("ну ты и тупой дебил, иди проспись уже наконец", "olid", "x:1", language="en")
+    kept, dropped = benchmark_overlap([cut, rewrite, other, english], benchmark)
+    assert [r.row for r in dropped] == ["train.tsv:2", "train.tsv:2:neutral_comment1"]
+    assert kept == [other, english]  # another language is not a copy of a Russian benchmark text
+
+
+def test_every_collected_record_lands_in_a_written_file_dropped_ones_included(tmp_path):
+    from autovalidators.data_prep.tone.pipeline import collect
+
+    write_sources(tmp_path / "data")
+    config = load_tone_config(write_config(tmp_path / "tone.yaml", tmp_path / "data"))
+    records, _, _ = collect(config)
+    report = build(config, tmp_path / "out")
+    assert report["splits"]["dropped_benchmark_overlap"] == 0  # the fixture's texts are all distinct
+    assert (tmp_path / "out" / "dropped_benchmark_overlap.jsonl").is_file()
+    assert sum(report["splits"].values()) == len(records)  # dropped is written out, never lost

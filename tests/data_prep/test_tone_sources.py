@@ -100,3 +100,52 @@ def test_shipped_config_loads_and_maps_every_source_to_known_labels():
     assert config.sources["ru_toxic_val"].role == "benchmark"
     assert config.sources["olid"].holdout_fraction > 0
     assert config.merge.priority[0] == "gold"
+
+
+def _parallel_config(tmp_path, **source_overrides):
+    data = tmp_path / "data"
+    write_sources(data)
+    # ParaDetox's shape: a toxic comment, 1-3 rewrites, multi-line comments in double quotes.
+    (data / "detox.tsv").write_text(
+        "toxic_comment\tneutral_comment1\tneutral_comment2\n"
+        "ну ты и дебил\tты неправ\tты ошибаешься\n"
+        '"иди ты нафиг,\nклоун"\tуходи, пожалуйста\t\n', encoding="utf-8")
+    source = {"paths": ["detox.tsv"], "format": "tsv", "quoted": True, "text_column": "toxic_comment",
+              "language": "ru", "licence": "test", "fixed_labels": {"toxicity": 1},
+              "paired_columns": ["neutral_comment1", "neutral_comment2"],
+              "paired_labels": {"toxicity": 0, "insult": 0}, **source_overrides}
+    path = write_config(tmp_path / "tone.yaml", data)
+    import yaml
+
+    raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    raw["sources"]["detox"] = source
+    path.write_text(yaml.safe_dump(raw, allow_unicode=True), encoding="utf-8")
+    return load_tone_config(path)
+
+
+def test_parallel_source_gives_the_original_fixed_labels_and_each_rewrite_its_own_record(tmp_path):
+    records = _records("detox", _parallel_config(tmp_path))
+    gold = _by_text(records)
+    # A quoted multi-line comment stays one text; an empty rewrite column is no record.
+    assert gold == {"ну ты и дебил": {"toxicity": 1}, "ты неправ": {"toxicity": 0, "insult": 0},
+                    "ты ошибаешься": {"toxicity": 0, "insult": 0}, "иди ты нафиг,\nклоун": {"toxicity": 1},
+                    "уходи, пожалуйста": {"toxicity": 0, "insult": 0}}
+    rows = {r.text: r.row for r in records}
+    assert rows["ты ошибаешься"] == rows["ну ты и дебил"] + ":neutral_comment2"  # a rewrite names its original
+
+
+def test_parallel_source_config_errors_name_the_field(tmp_path):
+    with pytest.raises(ConfigError, match="paired_columns and paired_labels"):
+        _parallel_config(tmp_path, paired_labels={})
+    with pytest.raises(ConfigError, match="sources.detox.fixed_labels.rudeness: not in the label scheme"):
+        _parallel_config(tmp_path, fixed_labels={"rudeness": 1})
+
+
+def test_unquoted_tsv_reads_stray_quotes_as_text(tmp_path):
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "detox.tsv").write_text('toxic_comment\tneutral_comment1\tneutral_comment2\n"ну и дебил\tты неправ\t\n',
+                                                 encoding="utf-8")
+    config = _parallel_config(tmp_path, quoted=False)
+    (tmp_path / "data" / "detox.tsv").write_text('toxic_comment\tneutral_comment1\tneutral_comment2\n"ну и дебил\tты неправ\t\n',
+                                                 encoding="utf-8")
+    assert set(_by_text(_records("detox", config))) == {'"ну и дебил', "ты неправ"}

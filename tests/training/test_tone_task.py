@@ -157,6 +157,19 @@ def test_dev_from_train_moves_whole_groups_of_a_source_into_the_dev_file(tmp_pat
     assert all(r["source"] == "olid" for r in moved) and dev_rows[0]["id"] == "d"
 
 
+def test_max_dev_per_source_caps_one_source_in_the_dev_file_and_keeps_the_rest(tmp_path):
+    write_jsonl(tmp_path / "train.jsonl", [{**record("t"), "source": "other"}])
+    dev = [{**record(f"d{i}"), "source": "pairs" if i % 2 else "other"} for i in range(40)]
+    write_jsonl(tmp_path / "dev.jsonl", dev)
+    config = TonePrepareConfig(output_dir=str(tmp_path), max_dev_per_source={"pairs": 5})
+    assert sample_train(config) == {"train_sampled": 1, "dev_sampled": 25}
+    rows = list(read_jsonl(tmp_path / "dev_sampled.jsonl"))
+    assert sum(r["source"] == "pairs" for r in rows) == 5 and sum(r["source"] == "other" for r in rows) == 20
+    assert [r["id"] for r in rows] == [r["id"] for r in dev if r["id"] in {x["id"] for x in rows}]  # file order
+    sample_train(config)
+    assert [r["id"] for r in read_jsonl(tmp_path / "dev_sampled.jsonl")] == [r["id"] for r in rows]  # seeded
+
+
 def test_model_languages_leave_other_languages_out_of_sampled_train_and_dev(tmp_path):
     rows = [{**record(f"t{i}"), "source": "mixed", "group": f"g{i}", "language": "ru" if i % 3 == 0 else "en"}
             for i in range(30)]

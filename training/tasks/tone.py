@@ -69,6 +69,9 @@ class TonePrepareConfig(StrictModel):
     # one (OLID: its holdout and train/dev split used the same hash, so all of it landed in train).
     dev_from_train: dict[str, float] = {}
     dev_file_sampled: str = "dev_sampled.jsonl"
+    # Per-source caps on `dev_file_sampled` rows (seeded sample): thresholds are chosen on dev, so
+    # a large, easy source (ParaDetox's contrast pairs) must not outvote the comments the model meets.
+    max_dev_per_source: dict[str, int] = {}
     # Languages the model is trained and tuned on (None = all). Rows in other languages are left out
     # of the sampled train and dev files: at run time they go to the heuristic
     # (`export.fallback_languages`), so they should neither take training steps nor move thresholds.
@@ -89,7 +92,8 @@ def prepare(config: TonePrepareConfig) -> dict[str, Any]:
                          f"model's {list(TONE_LABELS)}; change training/tasks/tone.py TONE_LABELS with them")
     report = build(label_config, config.output_dir, data_root=config.data_root, sources=config.sources,
                    use_llm=config.llm)
-    if config.max_train_per_source or config.dev_from_train or config.model_languages is not None:
+    if (config.max_train_per_source or config.dev_from_train or config.max_dev_per_source
+            or config.model_languages is not None):
         report["splits"].update(sample_train(config))
     notes = [f"{len(report['bad_rows'])} bad source rows skipped (see labelling_report.json)"]
     if report.get("disagreements"):
@@ -134,12 +138,28 @@ def sample_train(config: TonePrepareConfig) -> dict[str, int]:
                     else random.Random(f"{config.seed}:{source}").sample(indices, cap))
     written = {Path(config.train_file_sampled).stem: write_jsonl(out / config.train_file_sampled,
                                                                  [records[i] for i in sorted(keep)])}
-    if config.dev_from_train or languages is not None:
+    if config.dev_from_train or config.max_dev_per_source or languages is not None:
         dev = [r for r in read_jsonl(out / "dev.jsonl") if modelled(r)]
+        dev += [{**records[i], "split": "dev"} for i in sorted(moved)]
         written[Path(config.dev_file_sampled).stem] = write_jsonl(
-            out / config.dev_file_sampled, dev + [{**records[i], "split": "dev"} for i in sorted(moved)])
-    logger.info("wrote %s (caps %s, moved to dev %s)", written, config.max_train_per_source, config.dev_from_train)
+            out / config.dev_file_sampled, cap_per_source(dev, config.max_dev_per_source, f"{config.seed}:dev"))
+    logger.info("wrote %s (caps %s, moved to dev %s, dev caps %s)", written, config.max_train_per_source,
+                config.dev_from_train, config.max_dev_per_source)
     return written
+
+
+def cap_per_source(records: list[dict], caps: dict[str, int], seed: str) -> list[dict]:
+    """At most caps[source] records of each capped source (a seeded sample), in the given order."""
+    import random
+
+    by_source: dict[str, list[int]] = {}
+    for index, record in enumerate(records):
+        by_source.setdefault(record["source"], []).append(index)
+    keep: set[int] = set()
+    for source, indices in by_source.items():
+        cap = caps.get(source)
+        keep.update(indices if cap is None or len(indices) <= cap else random.Random(f"{seed}:{source}").sample(indices, cap))
+    return [records[i] for i in sorted(keep)]
 
 
 def target_vector(record: dict, labels: Sequence[str] = TONE_LABELS) -> list[float]:
