@@ -53,6 +53,9 @@ class Manifest(BaseModel):
     # because the encoder cannot read them (an English WordPiece vocabulary spells Cyrillic out
     # letter by letter). Measured per language by the task's benchmark; honoured by tone.
     fallback_languages: list[str] = []
+    # Labels the training data could not teach (tone's `threat`: 2 positives among 36k rows): a
+    # lexicon match raises the label, and the toxicity umbrella, to its threshold. Honoured by tone.
+    lexicon_labels: list[str] = []
 
     @property
     def model_sha256(self) -> str:

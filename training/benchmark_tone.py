@@ -15,7 +15,8 @@ production), at the manifest's per-label thresholds, on sets never trained on:
   limits what the model can learn from Russian; read this figure with that in mind.
 
 Scores are taken as served (`ToneValidator.served_scores`): texts in the manifest's
-`fallback_languages` go to the lexicon heuristic. For every set with such texts, the model's own
+`fallback_languages` go to the lexicon heuristic, and its `lexicon_labels` take lexicon matches
+(the served rows include them). For every set with such texts, the model's own
 scores on it are reported beside ("<variant> model only"), so the routing is a measured choice.
 The lexicon heuristic (the fallback without a model) is scored on the same sets at its own 0.5
 threshold ("baseline: heuristic"): the bar a shipped model has to clear.
@@ -204,7 +205,7 @@ def benchmark(spec: TaskSpec, task_config: TaskConfig, model_dir: Path, *, run_d
         "threads": threads, "machine": machine(), "window": manifest.window.model_dump(),
         "data": {name: len(records) for name, records in sets.items()}, "data_dir": str(data_dir),
         "olid_rule": "OFF if any of " + ", ".join(ABUSIVE_LABELS) + " is flagged at its manifest threshold",
-        "fallback_languages": manifest.fallback_languages,
+        "fallback_languages": manifest.fallback_languages, "lexicon_labels": manifest.lexicon_labels,
         "quality": {}, "latency": {},
     }
     validator = None
@@ -247,7 +248,7 @@ def benchmark(spec: TaskSpec, task_config: TaskConfig, model_dir: Path, *, run_d
             "test_all": quality_shipped.get("test_all"), "test_by_source": quality_shipped.get("test_by_source"),
             "fp32": {k: report["quality"]["fp32"].get(k) for k in ("olid_level_a", "ru_toxic_val")}
             if "fp32" in report["quality"] else None,
-            "fallback_languages": manifest.fallback_languages,
+            "fallback_languages": manifest.fallback_languages, "lexicon_labels": manifest.lexicon_labels,
             "routed_to_heuristic": report.get("routed_to_heuristic", {}),
             "model_only": {k: report["quality"][f"{shipped} model only"].get(k) for k in ("ru_toxic_val", "test_all")}
             if f"{shipped} model only" in report["quality"] else None,

@@ -120,6 +120,9 @@ class ExportConfig(StrictModel):
     # `fallback_languages`; only validators that say so honour it: tone). Set it only when the
     # task's benchmark shows the fallback beating the model on that language.
     fallback_languages: list[Literal["en", "ru"]] = []
+    # Labels whose lexicon matches the shipped validator adds to the model's scores (manifest
+    # `lexicon_labels`; honoured by tone): for labels the training data has (almost) no positives of.
+    lexicon_labels: list[str] = []
 
 
 PrepareT = TypeVar("PrepareT", bound=BaseModel)

@@ -16,6 +16,10 @@ Languages the encoder cannot read (manifest `fallback_languages`, e.g. `ru` for 
 whose vocabulary spells Cyrillic out letter by letter) go to the lexicon heuristic instead; their
 outputs say `source="heuristic"`. `autovalidators benchmark tone` scores that language both ways, so
 the choice is measured, not assumed.
+
+Labels the training data could not teach (manifest `lexicon_labels`: `threat`, with 2 positives in
+the tone data) take the lexicon's word as well: a match raises the label, and `toxicity`, the
+umbrella, to its threshold. The model's own score still counts when it is higher.
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ from ..results import ToneOutput
 from ..text import language_of
 from ..windowing import plain_tokenizer, special_token_id
 from .base import ValidatorInfo
-from .heuristic import HeuristicTone
+from .heuristic import HeuristicTone, normalize_for_lexicon, tone_lexicon
 from .pair_scorer import DEFAULT_BATCH
 
 INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
@@ -97,6 +101,10 @@ class ToneValidator:
         self.session = OnnxSession(model_path or folder / manifest.model_file, threads=threads)
         self.info = ValidatorInfo("tone", "onnx", manifest.version, manifest.model_sha256)
         self.fallback_languages = frozenset(manifest.fallback_languages)
+        unknown = sorted(set(manifest.lexicon_labels) - set(self.labels))
+        if unknown:
+            raise ValueError(f"{folder}: manifest lexicon_labels {unknown} are not among its labels {list(self.labels)}")
+        self.lexicon_labels = tuple(manifest.lexicon_labels)
         self.fallback = HeuristicTone() if self.fallback_languages else None
 
     def windows(self, texts: Sequence[str]) -> list[TextWindows]:
@@ -132,6 +140,22 @@ class ToneValidator:
             start += len(text.windows)
         return out
 
+    def with_lexicon(self, texts: Sequence[str], scores: np.ndarray) -> np.ndarray:
+        """`scores` with each `lexicon_labels` match (and toxicity) raised to its threshold."""
+        if not self.lexicon_labels:
+            return scores
+        patterns = tone_lexicon()
+        raised = scores.copy()
+        for row, text in enumerate(texts):
+            normal = normalize_for_lexicon(text)
+            for label in self.lexicon_labels:
+                if label in patterns and patterns[label].search(normal):
+                    for name in dict.fromkeys((label, "toxicity")):
+                        if name in self.labels:
+                            column = self.labels.index(name)
+                            raised[row, column] = max(raised[row, column], self.thresholds[name])
+        return raised
+
     def flagged(self, scores: np.ndarray) -> tuple[str, ...]:
         return tuple(label for label, score in zip(self.labels, scores) if score >= self.thresholds[label])
 
@@ -147,10 +171,9 @@ class ToneValidator:
         routed = np.array([self.routed_to_fallback(t) for t in texts], dtype=bool)
         out = np.zeros((len(texts), len(self.labels)), dtype=np.float64)
         modelled, fallback_rows = np.flatnonzero(~routed), np.flatnonzero(routed)
-        if model_scores is not None:
-            out[modelled] = model_scores[modelled]
-        elif len(modelled):
-            out[modelled] = self.scores([texts[i] for i in modelled])
+        if len(modelled):
+            own = model_scores[modelled] if model_scores is not None else self.scores([texts[i] for i in modelled])
+            out[modelled] = self.with_lexicon([texts[i] for i in modelled], own)
         if len(fallback_rows):
             cases = [Case(id=str(i), question="", answer=texts[i]) for i in fallback_rows]
             for row, output in zip(fallback_rows, self.fallback.predict(cases)):
@@ -169,7 +192,8 @@ class ToneValidator:
         routed = [i for i in judged if self.routed_to_fallback(cases[i].answer)]
         fallback = dict(zip(routed, self.fallback.predict([cases[i] for i in routed]))) if routed else {}
         modelled = [i for i in judged if i not in fallback]
-        scores = self.scores([cases[i].answer for i in modelled])
+        answers = [cases[i].answer for i in modelled]
+        scores = self.with_lexicon(answers, self.scores(answers))
         by_case = dict(zip(modelled, scores))
         outputs = []
         for index in range(len(cases)):

@@ -161,6 +161,37 @@ def test_languages_in_the_manifest_go_to_the_heuristic_and_the_rest_to_the_model
     np.testing.assert_allclose(reused, served, atol=1e-4)  # int8: batch padding moves scores by ~1e-5
 
 
+def test_lexicon_labels_raise_the_label_and_toxicity_to_their_thresholds_on_a_match(tiny_models, tmp_path):
+    from autovalidators.inference.manifest import update_manifest
+
+    folder = with_fallback_languages(tiny_models, tmp_path, [])
+    update_manifest(folder, lexicon_labels=["threat"], thresholds={**load_manifest(folder).thresholds,
+                                                                   "threat": 0.97, "toxicity": 0.98})
+    v = ToneValidator(folder, load_manifest(folder), threads=1)
+    texts = ["Ask me again and I will kill you.", "Ещё раз спросишь — убью.", "Kill the process and restart it."]
+    raw = v.scores(texts)
+    served, routed = v.served_scores(texts)
+    threat, toxicity = v.labels.index("threat"), v.labels.index("toxicity")
+    for row in (0, 1):  # en and ru threats: raised exactly to the thresholds unless the model says more
+        assert served[row, threat] == max(raw[row, threat], 0.97)
+        assert served[row, toxicity] == max(raw[row, toxicity], 0.98)
+    np.testing.assert_allclose(served[2], raw[2])  # "kill the process" is no threat
+    other = [i for i in range(len(v.labels)) if i not in (threat, toxicity)]
+    np.testing.assert_allclose(served[:, other], raw[:, other])
+    outputs = v.predict([Case(id=str(i), question="q", answer=t) for i, t in enumerate(texts)])
+    assert {"threat", "toxicity"} <= set(outputs[0].flagged) and {"threat", "toxicity"} <= set(outputs[1].flagged)
+    assert [v.flagged(row) for row in served] == [o.flagged for o in outputs]
+
+
+def test_a_lexicon_label_the_model_lacks_is_refused(tiny_models, tmp_path):
+    from autovalidators.inference.manifest import update_manifest
+
+    folder = with_fallback_languages(tiny_models, tmp_path, [])
+    update_manifest(folder, lexicon_labels=["sarcasm"])
+    with pytest.raises(ValueError, match="lexicon_labels \\['sarcasm'\\] are not among its labels"):
+        ToneValidator(folder, load_manifest(folder), threads=1)
+
+
 def test_without_fallback_languages_russian_goes_to_the_model(tiny_models):
     v = validator(tiny_models)
     (output,) = v.predict([Case(id="ru", question="q", answer="Спасибо за вопрос.")])
@@ -185,3 +216,20 @@ def test_export_refuses_fallback_languages_for_a_task_without_routing(tiny_model
     spec = dataclasses.replace(get_task("tone"), language_fallback=False)
     with pytest.raises(ExportError, match="fallback_languages"):
         export(spec, root / "run", tmp_path / "tone", config)
+
+
+@pytest.mark.slow
+def test_export_refuses_lexicon_labels_the_task_does_not_have(tiny_models, tmp_path):
+    from autovalidators.training.config import ExportConfig, TaskConfig, TrainConfig
+    from autovalidators.training.export import ExportError, export
+    from autovalidators.training.tasks import get_task
+    from autovalidators.training.tasks.tone import TonePrepareConfig
+
+    root = tiny_models.parent
+    config = TaskConfig[TonePrepareConfig](
+        prepare=TonePrepareConfig(output_dir=str(root)),
+        train=TrainConfig(base_model=str(root / "encoder"), train_file=str(root / "train.jsonl"),
+                          dev_file=str(root / "dev.jsonl"), output_dir=str(root / "run")),
+        export=ExportConfig(lexicon_labels=["sarcasm"]))
+    with pytest.raises(ExportError, match="export.lexicon_labels \\['sarcasm'\\]"):
+        export(get_task("tone"), root / "run", tmp_path / "tone", config)
