@@ -31,6 +31,7 @@ SCHEMAS = {
     "base_model.yaml": "autovalidators.training.e5_base:BaseModelConfig",
     "tone_model_e5.yaml": "autovalidators.training.tasks.tone:ToneModelConfig",
     "tone_model_e5_long.yaml": "autovalidators.training.tasks.tone:ToneModelConfig",
+    "tone_model_e5_detox.yaml": "autovalidators.training.tasks.tone:ToneModelConfig",
     "abstention.yaml": "autovalidators.training.abstention:AbstentionConfig",
     "grounding.yaml": "autovalidators.training.tasks.grounding:GroundingConfig",
     "fact_spans_combiner.yaml": "autovalidators.training.combiner:CombinerConfig",
