@@ -8,6 +8,7 @@ thread count (stated in the report), after warm-up runs.
 from __future__ import annotations
 
 import importlib
+import inspect
 import json
 import logging
 import platform
@@ -116,6 +117,9 @@ def run_benchmark(spec: TaskSpec, task_config: TaskConfig, model_dir: Path, *, c
         raise FileNotFoundError(f"{model_dir}: no manifest.json; export a model first")
     module_name, attribute = spec.benchmark.split(":")
     function = getattr(importlib.import_module(module_name), attribute)
+    unknown = sorted(set(options) - set(inspect.signature(function).parameters))
+    if unknown:
+        raise ValueError(f"the {spec.name} benchmark has no option(s) {unknown}")
     report = function(spec, task_config, Path(model_dir), **options)
     if command:
         report["command"] = command

@@ -25,6 +25,12 @@ Latency: one short text (a one-sentence answer) and a batch of 32 such texts, `t
 threads, p50/p95 of end-to-end `scores()` calls (tokenisation included); torch eager (model forward
 only) beside it when torch is installed.
 
+`--previous MODEL_DIR` scores another tone model folder (the one being replaced) as served, with
+its own manifest thresholds and routing, on the same rows, and reports the shipped model minus it
+with a paired bootstrap over texts (2,000 resamples: difference, 95% interval, share of resamples
+not better) for OLID level-A macro-F1 and Russian toxicity F1: whether a replacement is better,
+worse or within noise is measured, not read off two rounded numbers.
+
 The JSON report also holds per-example predictions of the shipped model (set, id, text, gold
 labels, scores) so that PR curves and calibration can be drawn later without re-running the model.
 """
@@ -44,6 +50,7 @@ from autovalidators.inference.validators.heuristic import HeuristicTone
 from autovalidators.inference.validators.tone import ToneValidator
 
 from .benchmark import load_torch_model, machine, print_table, time_calls, update_manifest_metrics
+from .benchmark_fact_spans import _f1
 from .config import TaskConfig
 from .tasks.base import TaskSpec
 from .tasks.tone import label_metrics, multilabel_report, target_matrix
@@ -63,18 +70,66 @@ def olid_gold(record: dict) -> int | None:
     return gold if gold is not None else (record.get("labels") or {}).get("toxicity")
 
 
+def olid_decisions(scores: np.ndarray, records: Sequence[dict], labels: Sequence[str],
+                   thresholds: dict[str, float]) -> tuple[list[int], np.ndarray, np.ndarray]:
+    """(rows with OLID gold, gold OFF 0/1, predicted OFF by the any-abusive-label rule) on those rows."""
+    keep = [i for i, r in enumerate(records) if olid_gold(r) is not None]
+    gold = np.asarray([olid_gold(records[i]) for i in keep], dtype=int)
+    flagged = np.stack([scores[keep, labels.index(label)] >= thresholds.get(label, 0.5)
+                        for label in ABUSIVE_LABELS if label in labels], axis=1)
+    return keep, gold, flagged.any(axis=1)
+
+
+def paired_f1_bootstrap(gold: np.ndarray, ours: np.ndarray, theirs: np.ndarray, *, macro: bool,
+                        resamples: int = 2000, seed: int = 13) -> dict[str, float]:
+    """Our F1 minus theirs on the same rows (binary F1 of class 1, or the macro over both classes),
+    with a paired bootstrap over rows: difference, 95% interval, share of resamples not better."""
+    gold, ours, theirs = (np.asarray(a, dtype=bool) for a in (gold, ours, theirs))
+    picks = np.random.default_rng(seed).integers(0, len(gold), size=(resamples, len(gold)))
+
+    def f1(predicted: np.ndarray, rows: np.ndarray | None) -> np.ndarray:
+        def count(mask: np.ndarray) -> np.ndarray:
+            return mask[rows].sum(axis=-1).astype(np.float64) if rows is not None else np.array([mask.sum()], float)
+
+        tp, fp, fn, tn = (count(m) for m in (gold & predicted, ~gold & predicted, gold & ~predicted, ~gold & ~predicted))
+        positive = _f1(tp, fp, fn)
+        return (positive + _f1(tn, fn, fp)) / 2 if macro else positive
+
+    differences = f1(ours, picks) - f1(theirs, picks)
+    low, high = np.quantile(differences, [0.025, 0.975])
+    return {"ours": float(f1(ours, None)[0]), "theirs": float(f1(theirs, None)[0]),
+            "difference": float(f1(ours, None)[0] - f1(theirs, None)[0]), "low": float(low), "high": float(high),
+            "p_not_better": float(np.mean(differences <= 0)), "rows": int(len(gold))}
+
+
+def versus_previous(ours: dict[str, np.ndarray], our_thresholds: dict[str, float], theirs: dict[str, np.ndarray],
+                    their_thresholds: dict[str, float], sets: dict[str, list[dict]],
+                    labels: Sequence[str]) -> dict[str, dict[str, float]]:
+    """Paired bootstraps of OLID level-A macro-F1 and Russian toxicity F1, each model at its own thresholds."""
+    result = {}
+    if "olid" in sets:
+        _, gold, mine = olid_decisions(ours["olid"], sets["olid"], labels, our_thresholds)
+        _, _, previous = olid_decisions(theirs["olid"], sets["olid"], labels, their_thresholds)
+        result["olid_level_a_macro_f1"] = paired_f1_bootstrap(gold, mine, previous, macro=True)
+    if "ru_toxic_val" in sets:
+        column = list(labels).index("toxicity")
+        target = target_matrix(sets["ru_toxic_val"], labels)[:, column]
+        known = target >= 0
+        result["ru_toxic_val_toxicity_f1"] = paired_f1_bootstrap(
+            target[known] == 1, ours["ru_toxic_val"][known, column] >= our_thresholds.get("toxicity", 0.5),
+            theirs["ru_toxic_val"][known, column] >= their_thresholds.get("toxicity", 0.5), macro=False)
+    return result
+
+
 def olid_level_a(scores: np.ndarray, records: Sequence[dict], labels: Sequence[str],
                  thresholds: dict[str, float]) -> dict[str, Any]:
     """Macro-F1 of OFF/NOT predicted by the module docstring's rule (and by toxicity alone)."""
     from sklearn.metrics import accuracy_score, f1_score
 
-    keep = [i for i, r in enumerate(records) if olid_gold(r) is not None]
-    gold = np.asarray([olid_gold(records[i]) for i in keep], dtype=int)
-    flagged = np.stack([scores[keep, labels.index(label)] >= thresholds.get(label, 0.5)
-                        for label in ABUSIVE_LABELS if label in labels], axis=1)
+    keep, gold, any_abusive = olid_decisions(scores, records, labels, thresholds)
     result: dict[str, Any] = {"examples": len(keep), "off": int(gold.sum()),
                               "rule": "OFF if any of " + ", ".join(ABUSIVE_LABELS) + " is flagged"}
-    for name, predicted in (("any_abusive", flagged.any(axis=1)),
+    for name, predicted in (("any_abusive", any_abusive),
                             ("toxicity_only", scores[keep, labels.index("toxicity")] >= thresholds.get("toxicity", 0.5))):
         predicted = predicted.astype(int)
         per_class = f1_score(gold, predicted, average=None, labels=[0, 1], zero_division=0)
@@ -184,10 +239,17 @@ def _tables(report: dict[str, Any], labels: Sequence[str], threads: int) -> None
                      f"{BATCH} texts p95 ms": r[f"batch_{BATCH}_short"]["p95_ms"]}
                     for name, r in report["latency"].items()]
     print_table(f"tone latency ({threads} threads)", latency_rows, list(latency_rows[0]))
+    if report.get("versus_previous"):
+        rows = [{"metric": metric, "this model": r["ours"], "previous": r["theirs"],
+                 "difference [95%]": f"{r['difference']:+.3f} [{r['low']:+.3f}, {r['high']:+.3f}]",
+                 "not better": r["p_not_better"], "rows": r["rows"]} for metric, r in report["versus_previous"].items()]
+        print_table(f"this model minus {report['previous']['model_dir']} on the same texts (paired bootstrap, "
+                    "2000 resamples)", rows, list(rows[0]))
 
 
 def benchmark(spec: TaskSpec, task_config: TaskConfig, model_dir: Path, *, run_dir: Path | None = None,
-              threads: int = 2, torch_latency: bool = True, update_manifest: bool = False) -> dict[str, Any]:
+              threads: int = 2, torch_latency: bool = True, update_manifest: bool = False,
+              previous: Path | None = None) -> dict[str, Any]:
     manifest = load_manifest(model_dir)
     labels = list(manifest.labels)
     run_dir = Path(run_dir or manifest.training.get("run_dir", ""))
@@ -229,6 +291,7 @@ def benchmark(spec: TaskSpec, task_config: TaskConfig, model_dir: Path, *, run_d
         report["latency"][name] = latency(validator)
         if name == shipped:
             report["predictions"] = predictions(scores, sets, labels)
+            shipped_scores, shipped_thresholds = scores, dict(validator.thresholds)
     # The lexicon heuristic the gate falls back to without a model, on the same sets: the bar a
     # shipped model has to clear.
     fallback = HeuristicTone()
@@ -236,6 +299,16 @@ def benchmark(spec: TaskSpec, task_config: TaskConfig, model_dir: Path, *, run_d
                        for name, records in sets.items()}
     report["quality"]["baseline: heuristic"] = quality(baseline_scores, sets, labels,
                                                        {label: fallback.threshold for label in labels})
+    if previous is not None:
+        previous_manifest = load_manifest(previous)
+        older = ToneValidator(previous, previous_manifest, threads=threads)
+        older_scores = {name: older.served_scores([r["text"] for r in records])[0] for name, records in sets.items()}
+        report["previous"] = {"model_dir": str(previous), "model_version": previous_manifest.version,
+                              "model_sha256": previous_manifest.model_sha256,
+                              "fallback_languages": previous_manifest.fallback_languages}
+        report["quality"][f"previous: {previous_manifest.version}"] = quality(older_scores, sets, labels, older.thresholds)
+        report["versus_previous"] = versus_previous(shipped_scores, shipped_thresholds, older_scores,
+                                                    older.thresholds, sets, labels)
     if torch_latency and validator is not None:
         measured = globals()["torch_latency"](spec, run_dir / "best", validator, threads)
         if measured:

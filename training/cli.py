@@ -44,13 +44,16 @@ def _load(task: str, config: Optional[Path]):
         raise _fail(str(exc)) from None
 
 
-def _benchmark_command_line(cli_name: str, config: Optional[Path], model: Path, output: Path) -> str:
+def _benchmark_command_line(cli_name: str, config: Optional[Path], model: Path, output: Path,
+                            previous: Optional[Path] = None) -> str:
     """The command that reproduces a benchmark run: written into its report and manifest."""
     command = ["autovalidators", "benchmark", cli_name]
     if config is not None:
         command += ["--config", str(config)]
     if model != Path("models") / cli_name.replace("-", "_"):
         command += ["--model", str(model)]
+    if previous is not None:
+        command += ["--previous", str(previous)]
     return " ".join(command + ["--output", str(output)])
 
 
@@ -121,15 +124,19 @@ def _register(task: str) -> None:
         threads: int = typer.Option(2, help="onnxruntime/torch threads for the latency runs"),
         torch_latency: bool = typer.Option(True, help="also time torch eager when torch is installed"),
         update_manifest: bool = typer.Option(False, help="write the measured metrics into the manifest"),
+        previous: Optional[Path] = typer.Option(None, help="another model folder of this task (the one being "
+                                                            "replaced), compared on the same rows (tone)"),
     ) -> None:
         from .benchmark import run_benchmark
 
         _verbose()
         spec, task_config = _load(task, config)
+        extra = {"previous": previous} if previous is not None else {}
         try:
             report = run_benchmark(spec, task_config, model, run_dir=run, threads=threads,
                                    torch_latency=torch_latency, update_manifest=update_manifest,
-                                   command=_benchmark_command_line(cli_name, config, model, output))
+                                   command=_benchmark_command_line(cli_name, config, model, output, previous),
+                                   **extra)
         except (FileNotFoundError, ValueError) as exc:
             raise _fail(str(exc)) from None
         output.parent.mkdir(parents=True, exist_ok=True)

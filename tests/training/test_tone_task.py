@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -311,3 +312,34 @@ def test_benchmark_scores_routed_languages_as_served_and_by_the_model_alone(tone
     assert served["precision"] == 1.0 and served["recall"] == 1.0
     assert alone["known"] == served["known"] == 2
     assert "test_all" not in report["quality"]["int8 model only"]  # only sets with routed rows
+
+    # The model it replaces, on the same rows: the lexicon-routed copy against the model alone.
+    versus = benchmark(SPEC, config, root / "models" / "tone", run_dir=root / "run", threads=1, torch_latency=False,
+                       previous=folder)
+    assert versus["previous"]["fallback_languages"] == ["ru"]
+    ru = versus["versus_previous"]["ru_toxic_val_toxicity_f1"]
+    assert ru["theirs"] == 1.0 and ru["rows"] == 2  # the previous (routed) copy is scored as served
+    assert ru["difference"] == ru["ours"] - 1.0 and ru["low"] <= ru["difference"] <= ru["high"]
+    assert versus["quality"][f"previous: {versus['previous']['model_version']}"]["ru_toxic_val"]["f1"] == 1.0
+
+
+def test_paired_f1_bootstrap_tells_a_better_predictor_from_an_equal_one():
+    from autovalidators.training.benchmark_tone import paired_f1_bootstrap
+
+    rng = np.random.default_rng(0)
+    gold = rng.random(400) < 0.4
+    good = np.where(rng.random(400) < 0.9, gold, ~gold)  # 90% right
+    poor = np.where(rng.random(400) < 0.6, gold, ~gold)  # 60% right
+    better = paired_f1_bootstrap(gold, good, poor, macro=True)
+    assert better["difference"] > 0.2 and better["low"] > 0 and better["p_not_better"] == 0.0
+    same = paired_f1_bootstrap(gold, good, good, macro=False)
+    assert same["difference"] == same["low"] == same["high"] == 0.0 and same["p_not_better"] == 1.0
+    assert same["ours"] == same["theirs"] and same["rows"] == 400
+
+
+def test_a_benchmark_option_the_task_lacks_is_a_clear_error():
+    from autovalidators.training.benchmark import run_benchmark
+    from autovalidators.training.tasks import get_task
+
+    with pytest.raises(ValueError, match=r"the qa_relevance benchmark has no option\(s\) \['previous'\]"):
+        run_benchmark(get_task("qa_relevance"), None, Path("models/qa_relevance"), previous=Path("models/tone"))
