@@ -158,6 +158,19 @@ def test_dev_from_train_moves_whole_groups_of_a_source_into_the_dev_file(tmp_pat
     assert all(r["source"] == "olid" for r in moved) and dev_rows[0]["id"] == "d"
 
 
+def test_repeat_train_per_source_repeats_a_source_after_its_cap(tmp_path):
+    rows = [{**record(f"t{i}"), "source": "olid" if i % 2 else "other"} for i in range(20)]
+    write_jsonl(tmp_path / "train.jsonl", rows)
+    config = TonePrepareConfig(output_dir=str(tmp_path), max_train_per_source={"olid": 4},
+                               repeat_train_per_source={"olid": 3})
+    assert sample_train(config) == {"train_sampled": 10 + 4 * 3}
+    ids = [r["id"] for r in read_jsonl(tmp_path / "train_sampled.jsonl")]
+    olid = [i for i in ids if int(i[1:]) % 2]
+    assert len(set(olid)) == 4 and all(olid.count(i) == 3 for i in set(olid))
+    with pytest.raises(ValueError):
+        TonePrepareConfig(repeat_train_per_source={"olid": 0})
+
+
 def test_max_dev_per_source_caps_one_source_in_the_dev_file_and_keeps_the_rest(tmp_path):
     write_jsonl(tmp_path / "train.jsonl", [{**record("t"), "source": "other"}])
     dev = [{**record(f"d{i}"), "source": "pairs" if i % 2 else "other"} for i in range(40)]

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
-from pydantic import Field
+from pydantic import Field, PositiveInt
 
 from autovalidators.inference.config import StrictModel
 
@@ -64,6 +64,9 @@ class TonePrepareConfig(StrictModel):
     # which the English MiniLM vocabulary splits into characters, cost less. Empty = no file.
     max_train_per_source: dict[str, int] = {}
     train_file_sampled: str = "train_sampled.jsonl"
+    # Per-source repeats in `train_file_sampled` (after the caps): a source the benchmarks hinge on
+    # (OLID's tweets for English) gets more steps without capping the others further.
+    repeat_train_per_source: dict[str, PositiveInt] = Field(default_factory=dict)
     # Share of each listed source's training groups moved into `dev_file_sampled` (dev.jsonl plus
     # them), so thresholds and early stopping see that source: the labeller's dev split may lack
     # one (OLID: its holdout and train/dev split used the same hash, so all of it landed in train).
@@ -93,7 +96,7 @@ def prepare(config: TonePrepareConfig) -> dict[str, Any]:
     report = build(label_config, config.output_dir, data_root=config.data_root, sources=config.sources,
                    use_llm=config.llm)
     if (config.max_train_per_source or config.dev_from_train or config.max_dev_per_source
-            or config.model_languages is not None):
+            or config.repeat_train_per_source or config.model_languages is not None):
         report["splits"].update(sample_train(config))
     notes = [f"{len(report['bad_rows'])} bad source rows skipped (see labelling_report.json)"]
     if report.get("disagreements"):
@@ -136,8 +139,8 @@ def sample_train(config: TonePrepareConfig) -> dict[str, int]:
         cap = config.max_train_per_source.get(source)
         keep.update(indices if cap is None or len(indices) <= cap
                     else random.Random(f"{config.seed}:{source}").sample(indices, cap))
-    written = {Path(config.train_file_sampled).stem: write_jsonl(out / config.train_file_sampled,
-                                                                 [records[i] for i in sorted(keep)])}
+    sampled = [records[i] for i in sorted(keep) for _ in range(config.repeat_train_per_source.get(records[i]["source"], 1))]
+    written = {Path(config.train_file_sampled).stem: write_jsonl(out / config.train_file_sampled, sampled)}
     if config.dev_from_train or config.max_dev_per_source or languages is not None:
         dev = [r for r in read_jsonl(out / "dev.jsonl") if modelled(r)]
         dev += [{**records[i], "split": "dev"} for i in sorted(moved)]
