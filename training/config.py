@@ -114,6 +114,9 @@ class ExportConfig(StrictModel):
     # `target_precision`.
     threshold_rule: Literal["best_f1", "target_precision"] = "best_f1"
     target_precision: float = Field(0.9, gt=0, le=1)
+    # Per-label exceptions to `threshold_rule` (multi-label tasks: tone). A label that is reported,
+    # not acted on (tone's politics), is worth little when half its flags are wrong.
+    threshold_rule_by_label: dict[str, Literal["best_f1", "target_precision"]] = {}
     # ONNX opset; 17 is read by every onnxruntime >= 1.14.
     opset: int = Field(17, ge=14)
     # Languages the shipped validator leaves to its heuristic fallback (manifest

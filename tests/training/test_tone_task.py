@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from autovalidators.data_prep.io import read_jsonl, write_jsonl
+from autovalidators.training.config import ExportConfig
 from autovalidators.training.tasks import get_task
 from autovalidators.training.tasks.tone import (
     TONE_LABELS,
@@ -116,6 +117,18 @@ def test_thresholds_are_chosen_per_label_on_dev():
     assert thresholds["insult"] == 0.5 and thresholds["threat"] == 0.5
     strict = choose_thresholds(scores, targets, TONE_LABELS, "target_precision", 0.99)
     assert strict["toxicity"] >= thresholds["toxicity"] - 1e-9
+    noisy = np.clip(0.5 + 0.1 * (y_a - 0.5) + rng.normal(0, 0.1, n), 0, 1)  # politics: weakly separable
+    with_politics, politics_scores = targets.copy(), scores.copy()
+    with_politics[:, 5], politics_scores[:, 5] = y_a, noisy
+    mixed = choose_thresholds(politics_scores, with_politics, TONE_LABELS, rule_by_label={"politics": "target_precision"},
+                              target_precision=0.8)
+    plain = choose_thresholds(politics_scores, with_politics, TONE_LABELS)
+    assert mixed["toxicity"] == plain["toxicity"]  # other labels keep the global rule
+    flagged = noisy >= mixed["politics"]
+    assert mixed["politics"] > plain["politics"] and y_a[flagged].mean() >= 0.8
+    with pytest.raises(ValueError, match=r"threshold_rule_by_label: \['sarcasm'\] are not tone labels"):
+        SPEC.thresholds(np.zeros((2, 6)), [record("a"), record("b")],
+                        ExportConfig(threshold_rule_by_label={"sarcasm": "best_f1"}))
     report = multilabel_report(scores, targets, TONE_LABELS, thresholds)
     assert report["labels"]["toxicity"]["f1"] > 0.9
     assert report["macro_labels"] == ["toxicity", "obscenity"]  # only labels with both classes count

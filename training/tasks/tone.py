@@ -15,7 +15,8 @@ not drowned by negatives, and a label with a handful of positives cannot blow th
 weights are logged and written into the run (`best/run.json` -> manifest `training`).
 
 Thresholds. Chosen per label on dev by `export.threshold_rule`: `best_f1` (default) takes the cut
-maximising F1; `target_precision` the lowest cut reaching `export.target_precision`. A label with
+maximising F1; `target_precision` the lowest cut reaching `export.target_precision`;
+`export.threshold_rule_by_label` names exceptions (a report-only label can ask for precision). A label with
 no dev positives or no dev negatives keeps 0.5. Metrics without given thresholds (the trainer's
 dev evaluations) use thresholds chosen on the same records by best F1, i.e. the F1 the export will
 report.
@@ -201,14 +202,16 @@ def label_metrics(scores: np.ndarray, targets: np.ndarray, threshold: float) -> 
 
 
 def choose_thresholds(scores: np.ndarray, targets: np.ndarray, labels: Sequence[str], rule: str = "best_f1",
-                      target_precision: float = 0.9) -> dict[str, float]:
-    """Per-label thresholds by `rule` (see module docstring); 0.5 for a label lacking a class."""
+                      target_precision: float = 0.9, rule_by_label: dict[str, str] | None = None) -> dict[str, float]:
+    """Per-label thresholds by `rule`, or `rule_by_label[label]` where given (see module docstring);
+    0.5 for a label lacking a class."""
     thresholds = {}
     for column, label in enumerate(labels):
         known = targets[:, column] != MISSING_LABEL
         y = targets[known, column].astype(int)
         if 0 < y.sum() < len(y):
-            thresholds[label] = best_threshold(scores[known, column], y, rule, target_precision)
+            thresholds[label] = best_threshold(scores[known, column], y, (rule_by_label or {}).get(label, rule),
+                                               target_precision)
         else:
             thresholds[label] = 0.5
     return thresholds
@@ -277,8 +280,11 @@ class ToneSpec(TaskSpec):
         return flat
 
     def thresholds(self, logits, records, config) -> dict[str, float]:
+        unknown = sorted(set(config.threshold_rule_by_label) - set(self.labels))
+        if unknown:
+            raise ValueError(f"export.threshold_rule_by_label: {unknown} are not tone labels ({list(self.labels)})")
         return choose_thresholds(self.scores(logits), target_matrix(records, self.labels), self.labels,
-                                 config.threshold_rule, config.target_precision)
+                                 config.threshold_rule, config.target_precision, config.threshold_rule_by_label)
 
 
 # The schema of configs/tone_model.yaml (prepare = the labelling pipeline, train, export).
