@@ -327,6 +327,7 @@ def benchmark(spec: TaskSpec, task_config: TaskConfig, model_dir: Path, *, run_d
             if f"{shipped} model only" in report["quality"] else None,
             "baseline_heuristic": {k: report["quality"]["baseline: heuristic"].get(k)
                                    for k in ("olid_level_a", "ru_toxic_val", "test_all")},
+            "versus_previous": report.get("versus_previous"), "previous": report.get("previous"),
             "latency": report["latency"][shipped], "threads": threads,
             "machine": report["machine"]}})
     return report
