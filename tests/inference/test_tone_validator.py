@@ -198,38 +198,37 @@ def test_without_fallback_languages_russian_goes_to_the_model(tiny_models):
     assert output.source == "onnx" and not v.fallback_languages
 
 
+def export_with(tiny_models: Path, tmp_path: Path, spec=None, **export_settings):
+    """Exports the tiny tone run with these `export` settings (the tests below expect a refusal)."""
+    from autovalidators.training.config import ExportConfig, TaskConfig, TrainConfig
+    from autovalidators.training.export import export
+    from autovalidators.training.tasks import get_task
+    from autovalidators.training.tasks.tone import TonePrepareConfig
+
+    root = tiny_models.parent
+    config = TaskConfig[TonePrepareConfig](
+        prepare=TonePrepareConfig(output_dir=str(root)),
+        train=TrainConfig(base_model=str(root / "encoder"), train_file=str(root / "train.jsonl"),
+                          dev_file=str(root / "dev.jsonl"), output_dir=str(root / "run")),
+        export=ExportConfig(**export_settings))
+    return export(spec or get_task("tone"), root / "run", tmp_path / "tone", config)
+
+
 @pytest.mark.slow
 def test_export_refuses_fallback_languages_for_a_task_without_routing(tiny_models, tmp_path):
     import dataclasses
 
-    from autovalidators.training.config import ExportConfig, TaskConfig, TrainConfig
-    from autovalidators.training.export import ExportError, export
+    from autovalidators.training.export import ExportError
     from autovalidators.training.tasks import get_task
-    from autovalidators.training.tasks.tone import TonePrepareConfig
 
-    root = tiny_models.parent
-    config = TaskConfig[TonePrepareConfig](
-        prepare=TonePrepareConfig(output_dir=str(root)),
-        train=TrainConfig(base_model=str(root / "encoder"), train_file=str(root / "train.jsonl"),
-                          dev_file=str(root / "dev.jsonl"), output_dir=str(root / "run")),
-        export=ExportConfig(fallback_languages=["ru"]))
     spec = dataclasses.replace(get_task("tone"), language_fallback=False)
     with pytest.raises(ExportError, match="fallback_languages"):
-        export(spec, root / "run", tmp_path / "tone", config)
+        export_with(tiny_models, tmp_path, spec, fallback_languages=["ru"])
 
 
 @pytest.mark.slow
 def test_export_refuses_lexicon_labels_the_task_does_not_have(tiny_models, tmp_path):
-    from autovalidators.training.config import ExportConfig, TaskConfig, TrainConfig
-    from autovalidators.training.export import ExportError, export
-    from autovalidators.training.tasks import get_task
-    from autovalidators.training.tasks.tone import TonePrepareConfig
+    from autovalidators.training.export import ExportError
 
-    root = tiny_models.parent
-    config = TaskConfig[TonePrepareConfig](
-        prepare=TonePrepareConfig(output_dir=str(root)),
-        train=TrainConfig(base_model=str(root / "encoder"), train_file=str(root / "train.jsonl"),
-                          dev_file=str(root / "dev.jsonl"), output_dir=str(root / "run")),
-        export=ExportConfig(lexicon_labels=["sarcasm"]))
     with pytest.raises(ExportError, match="export.lexicon_labels \\['sarcasm'\\]"):
-        export(get_task("tone"), root / "run", tmp_path / "tone", config)
+        export_with(tiny_models, tmp_path, lexicon_labels=["sarcasm"])

@@ -108,11 +108,11 @@ def prepare(config: TonePrepareConfig) -> dict[str, Any]:
 
 def sample_train(config: TonePrepareConfig) -> dict[str, int]:
     """Writes `<output_dir>/<train_file_sampled>`: train.jsonl minus the `dev_from_train` groups,
-    with `max_train_per_source` applied (a seeded sample per capped source, file order kept); and,
+    with `max_train_per_source` applied (a seeded sample per capped source, file order kept) and
+    `repeat_train_per_source` after it; and,
     when `dev_from_train` or `model_languages` is set, `<dev_file_sampled>` = dev.jsonl plus the
     moved groups. Both keep only `model_languages` rows when that is set.
     Returns rows written per file stem."""
-    import random
 
     from autovalidators.data_prep.io import read_jsonl, write_jsonl
     from autovalidators.data_prep.splits import grouped_split
@@ -127,7 +127,7 @@ def sample_train(config: TonePrepareConfig) -> dict[str, int]:
     by_source: dict[str, list[int]] = {}
     for index, record in enumerate(records):
         by_source.setdefault(record["source"], []).append(index)
-    keep: set[int] = set()
+    staying: set[int] = set()
     moved: list[int] = []
     for source, indices in sorted(by_source.items()):
         fraction = config.dev_from_train.get(source, 0.0)
@@ -137,10 +137,9 @@ def sample_train(config: TonePrepareConfig) -> dict[str, int]:
                                   seed=config.seed + 1009)
             indices = parts["train"]
             moved += parts["dev"]
-        cap = config.max_train_per_source.get(source)
-        keep.update(indices if cap is None or len(indices) <= cap
-                    else random.Random(f"{config.seed}:{source}").sample(indices, cap))
-    sampled = [records[i] for i in sorted(keep) for _ in range(config.repeat_train_per_source.get(records[i]["source"], 1))]
+        staying.update(indices)
+    capped = cap_per_source([records[i] for i in sorted(staying)], config.max_train_per_source, str(config.seed))
+    sampled = [r for r in capped for _ in range(config.repeat_train_per_source.get(r["source"], 1))]
     written = {Path(config.train_file_sampled).stem: write_jsonl(out / config.train_file_sampled, sampled)}
     if config.dev_from_train or config.max_dev_per_source or languages is not None:
         dev = [r for r in read_jsonl(out / "dev.jsonl") if modelled(r)]
