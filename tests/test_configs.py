@@ -33,6 +33,7 @@ SCHEMAS = {
     "tone_model_e5_long.yaml": "autovalidators.training.tasks.tone:ToneModelConfig",
     "tone_model_e5_detox.yaml": "autovalidators.training.tasks.tone:ToneModelConfig",
     "tone_model_e5_olid2.yaml": "autovalidators.training.tasks.tone:ToneModelConfig",
+    "tone_model_e5_len128.yaml": "autovalidators.training.tasks.tone:ToneModelConfig",
     "abstention.yaml": "autovalidators.training.abstention:AbstentionConfig",
     "grounding.yaml": "autovalidators.training.tasks.grounding:GroundingConfig",
     "fact_spans_combiner.yaml": "autovalidators.training.combiner:CombinerConfig",
