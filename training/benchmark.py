@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+import numpy as np
 from rich.console import Console
 from rich.table import Table
 
@@ -54,6 +55,13 @@ def machine() -> dict[str, Any]:
     # The load average says how busy the machine was: latency on a shared box is not a quiet one's.
     return {"platform": platform.platform(), "processor": platform.processor() or platform.machine(),
             "cpu_count": os.cpu_count(), "load_average_1m": round(os.getloadavg()[0], 2)}
+
+
+def f1_from_counts(tp: np.ndarray, fp: np.ndarray, fn: np.ndarray) -> np.ndarray:
+    """Elementwise F1 = 2tp / (2tp + fp + fn); 0 where nothing was predicted or expected. Vectorised
+    so that paired bootstraps score thousands of resamples at once."""
+    denominator = 2 * tp + fp + fn
+    return np.divide(2 * tp, denominator, out=np.zeros_like(tp, dtype=np.float64), where=denominator > 0)
 
 
 def print_table(title: str, rows: list[dict[str, Any]], columns: list[str], console: Console | None = None) -> None:

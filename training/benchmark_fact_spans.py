@@ -40,7 +40,8 @@ from autovalidators.inference.validators.base import Validator, ValidatorInfo
 from autovalidators.inference.validators.grounding_spans import TASK as GROUNDING_TASK
 from autovalidators.inference.validators.heuristic import HeuristicFactSpans
 
-from .benchmark import load_torch_model, machine, print_table, time_calls, time_torch_forward, update_manifest_metrics
+from .benchmark import (f1_from_counts, load_torch_model, machine, print_table, time_calls, time_torch_forward,
+                        update_manifest_metrics)
 from .config import TaskConfig
 from .tasks.base import TaskSpec
 
@@ -149,11 +150,6 @@ def summarise(predictions: Sequence[dict]) -> dict[str, Any]:
             "example": example, "char": char}
 
 
-def _f1(tp: np.ndarray, fp: np.ndarray, fn: np.ndarray) -> np.ndarray:
-    denominator = 2 * tp + fp + fn
-    return np.divide(2 * tp, denominator, out=np.zeros_like(tp, dtype=np.float64), where=denominator > 0)
-
-
 def paired_bootstrap(model: Sequence[dict], baseline: Sequence[dict], resamples: int = 2000,
                      seed: int = 13) -> dict[str, dict[str, float]]:
     """Model minus baseline example F1 and character F1 on the same rows (per-example predictions of
@@ -177,8 +173,8 @@ def paired_bootstrap(model: Sequence[dict], baseline: Sequence[dict], resamples:
         out = {}
         for name, (tp, fp, fn) in columns.items():
             tp, fp, fn = (np.asarray(c, dtype=np.float64) for c in (tp, fp, fn))
-            out[name] = (_f1(tp[picks].sum(1), fp[picks].sum(1), fn[picks].sum(1)),
-                         float(_f1(tp.sum(keepdims=True), fp.sum(keepdims=True), fn.sum(keepdims=True))[0]))
+            out[name] = (f1_from_counts(tp[picks].sum(1), fp[picks].sum(1), fn[picks].sum(1)),
+                         float(f1_from_counts(tp.sum(keepdims=True), fp.sum(keepdims=True), fn.sum(keepdims=True))[0]))
         return out
 
     ours, theirs = f1s(model), f1s(baseline)

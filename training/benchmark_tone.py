@@ -49,8 +49,7 @@ from autovalidators.inference.manifest import load_manifest
 from autovalidators.inference.validators.heuristic import HeuristicTone
 from autovalidators.inference.validators.tone import ToneValidator
 
-from .benchmark import load_torch_model, machine, print_table, time_calls, update_manifest_metrics
-from .benchmark_fact_spans import _f1
+from .benchmark import f1_from_counts, load_torch_model, machine, print_table, time_calls, update_manifest_metrics
 from .config import TaskConfig
 from .tasks.base import TaskSpec
 from .tasks.tone import label_metrics, multilabel_report, target_matrix
@@ -85,21 +84,22 @@ def paired_f1_bootstrap(gold: np.ndarray, ours: np.ndarray, theirs: np.ndarray, 
     """Our F1 minus theirs on the same rows (binary F1 of class 1, or the macro over both classes),
     with a paired bootstrap over rows: difference, 95% interval, share of resamples not better."""
     gold, ours, theirs = (np.asarray(a, dtype=bool) for a in (gold, ours, theirs))
-    picks = np.random.default_rng(seed).integers(0, len(gold), size=(resamples, len(gold)))
+    # Row 0 is the observed sample itself, rows 1.. the resamples: one vectorised pass scores both.
+    picks = np.vstack([np.arange(len(gold)),
+                       np.random.default_rng(seed).integers(0, len(gold), size=(resamples, len(gold)))])
 
-    def f1(predicted: np.ndarray, rows: np.ndarray | None) -> np.ndarray:
-        def count(mask: np.ndarray) -> np.ndarray:
-            return mask[rows].sum(axis=-1).astype(np.float64) if rows is not None else np.array([mask.sum()], float)
+    def f1(predicted: np.ndarray) -> np.ndarray:
+        tp, fp, fn, tn = (m[picks].sum(axis=1).astype(np.float64)
+                          for m in (gold & predicted, ~gold & predicted, gold & ~predicted, ~gold & ~predicted))
+        positive = f1_from_counts(tp, fp, fn)
+        return (positive + f1_from_counts(tn, fn, fp)) / 2 if macro else positive
 
-        tp, fp, fn, tn = (count(m) for m in (gold & predicted, ~gold & predicted, gold & ~predicted, ~gold & ~predicted))
-        positive = _f1(tp, fp, fn)
-        return (positive + _f1(tn, fn, fp)) / 2 if macro else positive
-
-    differences = f1(ours, picks) - f1(theirs, picks)
+    mine, previous = f1(ours), f1(theirs)
+    differences = mine[1:] - previous[1:]
     low, high = np.quantile(differences, [0.025, 0.975])
-    return {"ours": float(f1(ours, None)[0]), "theirs": float(f1(theirs, None)[0]),
-            "difference": float(f1(ours, None)[0] - f1(theirs, None)[0]), "low": float(low), "high": float(high),
-            "p_not_better": float(np.mean(differences <= 0)), "rows": int(len(gold))}
+    return {"ours": float(mine[0]), "theirs": float(previous[0]), "difference": float(mine[0] - previous[0]),
+            "low": float(low), "high": float(high), "p_not_better": float(np.mean(differences <= 0)),
+            "rows": int(len(gold))}
 
 
 def versus_previous(ours: dict[str, np.ndarray], our_thresholds: dict[str, float], theirs: dict[str, np.ndarray],

@@ -105,6 +105,10 @@ class ToneValidator:
         if unknown:
             raise ValueError(f"{folder}: manifest lexicon_labels {unknown} are not among its labels {list(self.labels)}")
         self.lexicon_labels = tuple(manifest.lexicon_labels)
+        # A match raises the label and the toxicity umbrella: the columns and floors per lexicon label.
+        self._lexicon_raises = {label: [(self.labels.index(name), self.thresholds[name])
+                                        for name in dict.fromkeys((label, "toxicity")) if name in self.labels]
+                                for label in self.lexicon_labels}
         self.fallback = HeuristicTone() if self.fallback_languages else None
 
     def windows(self, texts: Sequence[str]) -> list[TextWindows]:
@@ -148,12 +152,10 @@ class ToneValidator:
         raised = scores.copy()
         for row, text in enumerate(texts):
             normal = normalize_for_lexicon(text)
-            for label in self.lexicon_labels:
+            for label, raises in self._lexicon_raises.items():
                 if label in patterns and patterns[label].search(normal):
-                    for name in dict.fromkeys((label, "toxicity")):
-                        if name in self.labels:
-                            column = self.labels.index(name)
-                            raised[row, column] = max(raised[row, column], self.thresholds[name])
+                    for column, floor in raises:
+                        raised[row, column] = max(raised[row, column], floor)
         return raised
 
     def flagged(self, scores: np.ndarray) -> tuple[str, ...]:
