@@ -142,10 +142,7 @@ def test_parallel_source_config_errors_name_the_field(tmp_path):
 
 
 def test_unquoted_tsv_reads_stray_quotes_as_text(tmp_path):
-    (tmp_path / "data").mkdir()
-    (tmp_path / "data" / "detox.tsv").write_text('toxic_comment\tneutral_comment1\tneutral_comment2\n"ну и дебил\tты неправ\t\n',
-                                                 encoding="utf-8")
-    config = _parallel_config(tmp_path, quoted=False)
+    config = _parallel_config(tmp_path, quoted=False)  # writes the quoted fixture; replaced below
     (tmp_path / "data" / "detox.tsv").write_text('toxic_comment\tneutral_comment1\tneutral_comment2\n"ну и дебил\tты неправ\t\n',
                                                  encoding="utf-8")
     assert set(_by_text(_records("detox", config))) == {'"ну и дебил', "ты неправ"}
