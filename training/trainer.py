@@ -232,7 +232,11 @@ def train(spec: TaskSpec, config: TrainConfig, *, resume: bool = False, config_s
     def evaluate_and_save() -> bool:
         """Evaluates, keeps the best model, checkpoints; True when training should stop early."""
         metrics = evaluate()
-        value = metrics.get(config.early_stopping.metric, float("nan"))
+        if config.early_stopping.metric not in metrics:
+            raise ValueError(
+                f"early_stopping.metric {config.early_stopping.metric!r} is not among the dev metrics of "
+                f"{spec.name} ({', '.join(sorted(metrics))}); check train.early_stopping.metric in the config")
+        value = metrics[config.early_stopping.metric]
         improved = _better(value, state.best_metric, config.early_stopping.mode)
         if improved:
             state.best_metric, state.best_step, state.evals_without_improvement = value, state.step, 0

@@ -46,6 +46,20 @@ def test_ranking_metrics_follow_the_wikiqa_protocol():
     assert result["mrr"] == pytest.approx(0.75)
 
 
+def test_qa_dev_metrics_add_map_per_source():
+    spec = get_task("qa_relevance")
+    # logits whose softmax[1] orders the pairs as the scores below
+    scores = np.array([0.9, 0.8, 0.1, 0.7, 0.6, 0.2])
+    logits = np.stack([np.zeros_like(scores), np.log(scores / (1 - scores))], axis=1)
+    records = [{"question": q, "answer": "x", "label": y, "source": s, "group": q}
+               for q, y, s in [("a", 0, "wiki"), ("a", 1, "wiki"), ("a", 1, "wiki"),
+                               ("b", 1, "squad"), ("b", 0, "squad"), ("c", 0, "squad")]]
+    result = spec.metrics(logits, records)
+    assert result["map_wiki"] == pytest.approx((0.5 + 2 / 3) / 2)
+    assert result["map_squad"] == pytest.approx(1.0)  # c has no correct answer: not ranked
+    assert result["map"] == pytest.approx(((0.5 + 2 / 3) / 2 + 1) / 2)
+
+
 def test_best_threshold_rules():
     scores = np.array([0.1, 0.2, 0.35, 0.4, 0.6, 0.8, 0.9])
     labels = np.array([0, 0, 1, 0, 1, 1, 1])

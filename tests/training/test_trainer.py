@@ -58,6 +58,15 @@ def test_early_stopping_stops_after_patience(tiny_encoder, tiny_data, tmp_path, 
     assert result["stopped_early"] and result["steps"] < 6
 
 
+def test_an_early_stopping_metric_the_task_does_not_compute_is_a_clear_error(tiny_encoder, tiny_data, tmp_path,
+                                                                            make_config):
+    # A misspelt metric used to read as NaN at every evaluation: no best model, no early stop.
+    config = make_config(tiny_encoder, tiny_data, tmp_path / "run", max_steps=2,
+                         early_stopping={"patience": 1, "metric": "map_wikiqa", "mode": "max"})
+    with pytest.raises(ValueError, match=r"early_stopping.metric 'map_wikiqa' is not among the dev metrics.*map"):
+        train(SPEC, config.train)
+
+
 def test_epoch_batches_cover_every_example_once_and_are_seeded():
     lengths = list(np.random.default_rng(0).integers(5, 100, size=103))
     batches = epoch_batches(lengths, batch_size=8, seed=1, bucket=3)

@@ -99,12 +99,24 @@ class PairSpec(TaskSpec):
 
 @dataclass
 class QARelevanceSpec(PairSpec):
-    """Adds WikiQA's answer-selection MAP/MRR (grouped by question) to the pair metrics."""
+    """Adds WikiQA's answer-selection MAP/MRR (grouped by question) to the pair metrics: over all
+    dev questions (`map`, `mrr`) and per source (`map_<source>`), so that early stopping can pick
+    the checkpoint by the benchmark's own kind of question (`map_wikiqa_train`): the SQuAD-style
+    sources rank their answer sentence first far more easily and dominate the pooled MAP."""
 
     def metrics(self, logits, records, thresholds=None) -> dict[str, float]:
         result = super().metrics(logits, records, thresholds)
-        labels = np.asarray([int(r["label"]) for r in records])
-        result.update(ranking_metrics(self.scores(logits), labels, [r.get("group") or r["question"] for r in records]))
+        scores, labels = self.scores(logits), np.asarray([int(r["label"]) for r in records])
+        groups = [r.get("group") or r["question"] for r in records]
+        result.update(ranking_metrics(scores, labels, groups))
+        by_source: dict[str, list[int]] = {}
+        for index, record in enumerate(records):
+            if record.get("source"):
+                by_source.setdefault(record["source"], []).append(index)
+        for source, indices in sorted(by_source.items()):
+            ranked = ranking_metrics(scores[indices], labels[indices], [groups[i] for i in indices])
+            if ranked["ranked_questions"]:
+                result[f"map_{source}"] = ranked["map"]
         return result
 
 
