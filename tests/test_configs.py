@@ -25,6 +25,7 @@ SCHEMAS = {
     "tone_model.yaml": "autovalidators.training.tasks.tone:ToneModelConfig",
     "qa_relevance.yaml": "autovalidators.training.tasks.qa_relevance:QARelevanceConfig",
     "qa_relevance_e5.yaml": "autovalidators.training.tasks.qa_relevance:QARelevanceConfig",
+    "qa_relevance_e5_all.yaml": "autovalidators.training.tasks.qa_relevance:QARelevanceConfig",
     "prompts/tone_labeller_v1.yaml": "autovalidators.data_prep.tone.config:TonePrompt",
     "report.yaml": "autovalidators.inference.reporting.schema:ReportConfig",
     "quickstart_train.yaml": "autovalidators.training.quickstart.config:QuickstartTrainConfig",
