@@ -108,12 +108,10 @@ def prepare(config: TonePrepareConfig) -> dict[str, Any]:
 
 def sample_train(config: TonePrepareConfig) -> dict[str, int]:
     """Writes `<output_dir>/<train_file_sampled>`: train.jsonl minus the `dev_from_train` groups,
-    with `max_train_per_source` applied (a seeded sample per capped source, file order kept) and
-    `repeat_train_per_source` after it; and,
-    when `dev_from_train` or `model_languages` is set, `<dev_file_sampled>` = dev.jsonl plus the
-    moved groups. Both keep only `model_languages` rows when that is set.
-    Returns rows written per file stem."""
-
+    with `max_train_per_source` applied (a seeded sample per capped source, file order kept), then
+    `repeat_train_per_source`; and, when `dev_from_train` or `model_languages` is set,
+    `<dev_file_sampled>` = dev.jsonl plus the moved groups. Both keep only `model_languages` rows
+    when that is set. Returns rows written per file stem."""
     from autovalidators.data_prep.io import read_jsonl, write_jsonl
     from autovalidators.data_prep.splits import grouped_split
 
