@@ -86,20 +86,39 @@ def export_fp32(model, spec: TaskSpec, example: dict[str, np.ndarray], path: Pat
                       do_constant_folding=True, dynamo=False)
 
 
-def try_optimize(fp32: Path, out: Path, model_config) -> dict[str, int] | None:
-    """onnxruntime's BERT fusion (attention, LayerNorm, GELU); returns the fused-op counts."""
+def try_optimize(fp32: Path, out: Path, model_config, fuse_embeddings: bool = True) -> dict[str, int] | None:
+    """onnxruntime's BERT fusion (attention, LayerNorm, GELU); returns the fused-op counts.
+
+    `fuse_embeddings=False` leaves the embedding lookups as plain Gathers: the fused
+    EmbedLayerNormalization op has no 4-bit form, a Gather has (`embedding_bits: 4`)."""
     try:
+        from onnxruntime.transformers.fusion_options import FusionOptions
         from onnxruntime.transformers.optimizer import optimize_model
     except ImportError as exc:  # pragma: no cover - part of onnxruntime wheels
         logger.warning("onnxruntime transformer optimizer unavailable: %s", exc)
         return None
+    options = FusionOptions("bert")
+    options.enable_embed_layer_norm = fuse_embeddings
     optimized = optimize_model(str(fp32), model_type="bert", num_heads=model_config.num_attention_heads,
-                               hidden_size=model_config.hidden_size, opt_level=1, use_gpu=False)
+                               hidden_size=model_config.hidden_size, opt_level=1, use_gpu=False,
+                               optimization_options=options)
     optimized.save_model_to_file(str(out))
     return {k: int(v) for k, v in optimized.get_fused_operator_statistics().items() if v}
 
 
-def quantize_int8(source: Path, out: Path, per_channel: bool = True) -> None:
+def vocabulary_gathers(model) -> list[str]:
+    """Names of the Gather nodes that read the graph's largest lookup table: the vocabulary.
+
+    The position (512 rows) and token-type (2 rows) tables are small and stay float."""
+    rows = {t.name: t.dims[0] for t in model.graph.initializer if len(t.dims) == 2}
+    gathers = [(rows[n.input[0]], n.name) for n in model.graph.node if n.op_type == "Gather" and n.input[0] in rows]
+    largest = max((count for count, _ in gathers), default=0)
+    return [name for count, name in gathers if count == largest]
+
+
+def quantize_int8(source: Path, out: Path, per_channel: bool = True, embedding_bits: int = 8,
+                  embedding_block_size: int = 32) -> None:
+    import onnx
     from onnx import TensorProto
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
@@ -108,8 +127,33 @@ def quantize_int8(source: Path, out: Path, per_channel: bool = True) -> None:
     # per-tensor scales lost 2 points (measured on MiniLM-L6, see the export report).
     # Shape inference cannot type the outputs of fused contrib ops (Attention, SkipLayerNorm);
     # they are float tensors, which DefaultTensorType tells the quantizer.
-    quantize_dynamic(str(source), str(out), weight_type=QuantType.QInt8, per_channel=per_channel,
-                     extra_options={"DefaultTensorType": TensorProto.FLOAT})
+    options = {"DefaultTensorType": TensorProto.FLOAT}
+    if embedding_bits == 8:
+        quantize_dynamic(str(source), str(out), weight_type=QuantType.QInt8, per_channel=per_channel,
+                         extra_options=options)
+        return
+    # 4-bit vocabulary table: on a multilingual base the embeddings are two thirds of the weights
+    # (66.5k pieces x 384), and 4 bits per weight with one scale per block of 32 halve the file.
+    # The matrices stay dynamic int8 (MatMulNBits is slower than int8 GEMM on this CPU).
+    from onnxruntime.quantization.matmul_nbits_quantizer import DefaultWeightOnlyQuantConfig, MatMulNBitsQuantizer
+
+    tables = vocabulary_gathers(onnx.load(str(source), load_external_data=False))
+    if not tables:
+        raise ExportError(f"{source.name}: export.embedding_bits 4 found no vocabulary Gather to quantize "
+                          "(is the embedding fused? fusion keeps it unfused when embedding_bits is 4)")
+    int8 = out.with_name(out.stem + "_matmuls.onnx")
+    quantize_dynamic(str(source), str(int8), weight_type=QuantType.QInt8, per_channel=per_channel,
+                     op_types_to_quantize=["MatMul", "Attention"], extra_options=options)
+    config = DefaultWeightOnlyQuantConfig(block_size=embedding_block_size, is_symmetric=True,
+                                          op_types_to_quantize=("Gather",), quant_axes=(("Gather", 1),))
+    matmuls = onnx.load(str(int8))
+    # The quantizer takes every node of the listed op types; the small tables are excluded by name.
+    small_tables = [n.name for n in matmuls.graph.node if n.op_type == "Gather" and n.name not in tables]
+    quantizer = MatMulNBitsQuantizer(matmuls, nodes_to_exclude=small_tables, algo_config=config)
+    logging.getLogger("onnxruntime.quantization.matmul_nbits_quantizer").setLevel(logging.WARNING)  # a line per node
+    quantizer.process()
+    quantizer.model.save_model_to_file(str(out), False)
+    int8.unlink()
 
 
 def _parity(reference: np.ndarray, candidate: np.ndarray, config: ExportConfig) -> dict[str, Any]:
@@ -180,7 +224,7 @@ def export(spec: TaskSpec, run_dir: str | Path, to: str | Path, task_config: Tas
     to_quantize = fp32
     if config.optimize:
         fused = work / "model_fused.onnx"
-        report["fusion"] = try_optimize(fp32, fused, model.config)
+        report["fusion"] = try_optimize(fp32, fused, model.config, fuse_embeddings=config.embedding_bits == 8)
         if report["fusion"]:
             report["parity_fused"] = _parity(torch_logits, onnx_logits(OnnxSession(fused), dev, spec.input_names),
                                              config)
@@ -191,7 +235,8 @@ def export(spec: TaskSpec, run_dir: str | Path, to: str | Path, task_config: Tas
                                report["parity_fused"]["max_abs_diff"])
     report["quantized_from"] = to_quantize.name
     int8 = work / "model_int8.onnx"
-    quantize_int8(to_quantize, int8, per_channel=config.int8_per_channel)
+    quantize_int8(to_quantize, int8, per_channel=config.int8_per_channel, embedding_bits=config.embedding_bits,
+                  embedding_block_size=config.embedding_block_size)
 
     int8_logits = onnx_logits(OnnxSession(int8), dev, spec.input_names)
     fp32_thresholds = spec.thresholds(fp32_logits, dev_records, config)

@@ -104,3 +104,43 @@ def test_export_refuses_a_folder_with_foreign_files(tiny_run, tmp_path):
     (target / "notes.txt").write_text("mine")
     with pytest.raises(ExportError, match="notes.txt"):
         export(SPEC, run_dir, target, config)
+
+
+def test_four_bit_vocabulary_table_ships_smaller_and_keeps_dev_quality(tiny_run, exported, tmp_path):
+    import onnx
+
+    config, run_dir = tiny_run
+    four_bit = config.model_copy(update={"export": config.export.model_copy(
+        update={"optimize": True, "embedding_bits": 4, "embedding_block_size": 16})})
+    manifest = export(SPEC, run_dir, tmp_path / "q4", four_bit)
+    graph = onnx.load(str(tmp_path / "q4" / "model.onnx")).graph
+    quantized = [n for n in graph.node if n.op_type == "GatherBlockQuantized"]
+    # Only the vocabulary table is 4-bit; the position and token-type tables stay plain Gathers.
+    assert len(quantized) == 1
+    table = next(t for t in graph.initializer if t.name == quantized[0].input[0])
+    assert table.data_type == onnx.TensorProto.INT4
+    assert sum(n.op_type == "Gather" for n in graph.node) >= 2
+    assert manifest.training["export"]["embedding_bits"] == 4
+    report = json.loads((run_dir / "onnx" / "export_report.json").read_text())
+    assert report["int8_drop"]["drop"] <= config.export.int8_max_drop
+    # The shipped file loads and scores like any other (inference has no torch).
+    from autovalidators.inference.onnx_session import OnnxSession
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_file(str(tmp_path / "q4" / "tokenizer.json"))
+    batch = export_module.pad_batch([SPEC.encode(tokenizer, {"question": "who wrote hamlet", "answer": "shakespeare"},
+                                                 32)], SPEC.input_names)
+    logits = OnnxSession(tmp_path / "q4" / "model.onnx").run(batch)["logits"]
+    assert logits.shape == (1, 2) and np.isfinite(logits).all()
+
+
+def test_four_bit_quantizer_names_a_graph_without_a_vocabulary_table(tmp_path):
+    import onnx
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])])
+    onnx.save(helper.make_model(graph), str(tmp_path / "plain.onnx"))
+    with pytest.raises(ExportError, match="no vocabulary Gather"):
+        export_module.quantize_int8(tmp_path / "plain.onnx", tmp_path / "out.onnx", embedding_bits=4)
