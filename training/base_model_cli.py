@@ -1,4 +1,4 @@
-"""`autovalidators base-model build|check`: the multilingual base encoder (training/e5_base.py)."""
+"""`autovalidators base-model build|check|swap-vocabulary`: the multilingual base encoder (training/e5_base.py)."""
 
 from __future__ import annotations
 
@@ -100,3 +100,21 @@ def check_command(
     output.parent.mkdir(parents=True, exist_ok=True)
     output.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
     console.print(f"wrote {output}")
+
+
+@base_model_app.command("swap-vocabulary",
+                        help="Move a run trained with frozen embeddings onto a rebuilt base's (larger) vocabulary.")
+def swap_vocabulary_command(
+    run: Path = typer.Option(..., help="a training run folder (its best/ is read)"),
+    base: Path = typer.Option(..., help="the rebuilt base folder (base-model build) whose vocabulary to take"),
+    out: Path = typer.Option(..., help="the new run folder to write (best/ inside; export reads it)"),
+) -> None:
+    from .vocabulary_swap import swap_vocabulary
+
+    try:
+        summary = swap_vocabulary(run, base, out)
+    except (FileNotFoundError, ValueError) as exc:
+        raise _fail(str(exc)) from None
+    console.print(f"wrote {out / 'best'}: {summary['old_pieces']} -> {summary['new_pieces']} pieces "
+                  f"(+{summary['added_pieces']}); the old rows equal the base's (max |diff| "
+                  f"{summary['max_row_difference']:.1e})")

@@ -12,8 +12,11 @@ training configs name like any Hugging Face encoder (`train.base_model: bases/e5
 
 Why trim: 250k pieces x 384 are 96M parameters, four times the encoder; an int8 export must stay
 under 40 MB. Kept: every piece used when the full tokenizer segments the trimming corpus (at
-least `min_count` times), every single-character piece (so nothing that the full vocabulary
-could spell becomes `<unk>`), and the specials.
+least `min_count` times), every piece it uses to spell the most frequent words of each language
+(`word_lists`: the long tail of word forms and names a corpus sample misses), every
+single-character piece (so nothing that the full vocabulary could spell becomes `<unk>`), and
+the specials. A run trained on an older, smaller vocabulary moves onto a rebuilt one with
+`base-model swap-vocabulary` (training/vocabulary_swap.py).
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ import logging
 import re
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field
 
@@ -37,6 +40,14 @@ logger = logging.getLogger(__name__)
 PROVENANCE_FILE = "base_model.json"
 ORIGINAL_IDS_FILE = "original_ids.json"
 E5_PREFIXES = ("query: ", "passage: ")
+
+
+class WordList(StrictModel):
+    """The `top` most frequent words of one language in the `wordfreq` package (train extra)."""
+
+    language: str = Field(min_length=2)   # wordfreq's code: en, ru, ...
+    top: int = Field(gt=0)
+    wordlist: Literal["best", "large", "small"] = "large"
 
 
 class BaseModelConfig(StrictModel):
@@ -65,6 +76,10 @@ class BaseModelConfig(StrictModel):
     # first (the pieces most frequent in XLM-R's own training text): rare names and word forms in
     # text the corpus never showed are then segmented as the full vocabulary would.
     extra_pieces: int = Field(0, ge=0)
+    # Also keep every piece the full vocabulary uses to spell the most frequent words of these
+    # languages (wordfreq's lists; each word lower-case and capitalised). A word list reaches the
+    # long tail of word forms and names that no corpus sample does (build time only).
+    word_lists: list[WordList] = []
     seed: int = 13
 
 
@@ -96,10 +111,10 @@ _EN_RU_PIECE = re.compile(f"^{METASPACE}?[A-Za-z\u0400-\u04ff]+$")
 
 
 def choose_pieces(e5: E5File, counts: Counter, min_count: int, max_pieces: int | None = None,
-                  extra_pieces: int = 0) -> set[int]:
+                  extra_pieces: int = 0, required: set[int] = frozenset()) -> set[int]:
     """Piece ids to keep: corpus pieces (>= min_count, the most frequent `max_pieces`), the best
-    scored `extra_pieces` unused Latin/Cyrillic pieces, every single-character piece and the same
-    character after the word marker (`▁x`)."""
+    scored `extra_pieces` unused Latin/Cyrillic pieces, `required` (word-list pieces), every
+    single-character piece and the same character after the word marker (`▁x`)."""
     used = [i for i, c in counts.most_common() if c >= min_count]
     if max_pieces is not None:
         used = used[:max_pieces]
@@ -107,7 +122,32 @@ def choose_pieces(e5: E5File, counts: Counter, min_count: int, max_pieces: int |
                     key=lambda i: (-e5.scores[i], i))
     single = {i for i, p in enumerate(e5.pieces)
               if len(p) == 1 or (len(p) == 2 and p.startswith(METASPACE))}
-    return set(used) | set(unused[:extra_pieces]) | single
+    return set(used) | set(unused[:extra_pieces]) | set(required) | single
+
+
+def word_list_pieces(full, word_lists: list[WordList]) -> tuple[set[int], dict[str, Any]]:
+    """Piece ids the full tokenizer uses for the listed words (lower-case and capitalised), and a
+    record of the lists (wordfreq version and licence) for the provenance file."""
+    if not word_lists:
+        return set(), {}
+    try:
+        from wordfreq import available_languages, top_n_list
+    except ImportError:
+        raise ValueError("word_lists needs the wordfreq package (pip install -e '.[train]')") from None
+    needed: set[int] = set()
+    for entry in word_lists:
+        if entry.language not in available_languages(entry.wordlist):
+            raise ValueError(f"word_lists: wordfreq has no {entry.wordlist!r} list for language {entry.language!r}")
+        words = top_n_list(entry.language, entry.top, wordlist=entry.wordlist)
+        words += [w[:1].upper() + w[1:] for w in words]
+        for start in range(0, len(words), 20_000):
+            for encoding in full.encode_batch(words[start:start + 20_000], add_special_tokens=False):
+                needed.update(encoding.ids)
+    from importlib.metadata import version
+
+    record = {"package": f"wordfreq {version('wordfreq')} (code Apache-2.0, word data CC BY-SA 4.0)",
+              "lists": [w.model_dump() for w in word_lists], "pieces_needed": len(needed)}
+    return needed, record
 
 
 def segmentation_check(full, trimmed, groups: dict[str, list[str]]) -> list[dict[str, Any]]:
@@ -162,7 +202,8 @@ def build_base_model(config: BaseModelConfig, output_dir: str | Path | None = No
         for start in range(0, len(docs), 2048):
             for enc in full.encode_batch(docs[start:start + 2048], add_special_tokens=False):
                 counts.update(enc.ids)
-    keep = choose_pieces(e5, counts, config.min_count, config.max_pieces, config.extra_pieces)
+    from_words, word_record = word_list_pieces(full, config.word_lists)
+    keep = choose_pieces(e5, counts, config.min_count, config.max_pieces, config.extra_pieces, from_words)
     trimmed, original_ids = build_tokenizer(e5.pieces, e5.scores, e5.normalization, keep=keep)
     logger.info("kept %d of %d pieces (%d seen in the corpus)", len(original_ids), len(e5.pieces), len(counts))
 
@@ -182,7 +223,7 @@ def build_base_model(config: BaseModelConfig, output_dir: str | Path | None = No
         "layers": layers, "of_layers": e5.header.layers,
         "vocabulary": {"pieces": len(original_ids), "of_pieces": len(e5.pieces), "seen_in_corpus": len(counts),
                        "min_count": config.min_count, "max_pieces": config.max_pieces,
-                       "extra_pieces": config.extra_pieces},
+                       "extra_pieces": config.extra_pieces, "word_lists": word_record or None},
         "corpus": {"data_root": config.data_root, "heldout_fraction": config.heldout_fraction, "seed": config.seed,
                    "trimming_documents": {k: len(v) for k, v in corpus.train.items()},
                    "trimming_characters": {k: sum(map(len, v)) for k, v in corpus.train.items()},

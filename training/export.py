@@ -275,7 +275,8 @@ def export(spec: TaskSpec, run_dir: str | Path, to: str | Path, task_config: Tas
         "training": {"run_dir": str(run_dir), "best_step": run.get("best_step"), "data": run["data"],
                      "config": run["config"], "task": spec.manifest_extra(),
                      "export": config.model_dump(mode="json"), "quantized_from": report["quantized_from"],
-                     "fusion": report.get("fusion"), "base_model_source": run.get("base_model_source")},
+                     "fusion": report.get("fusion"), "base_model_source": run.get("base_model_source"),
+                     "vocabulary_swap": run.get("vocabulary_swap")},
         "fallback_languages": list(config.fallback_languages),
         "lexicon_labels": list(config.lexicon_labels),
     }
