@@ -50,7 +50,8 @@ def swap_vocabulary(run_dir: str | Path, new_base: str | Path, out_dir: str | Pa
     from safetensors.numpy import load_file, save_file
 
     best, new_base, out = Path(run_dir) / "best", Path(new_base), Path(out_dir)
-    for path in (best / "run.json", best / "model.safetensors", new_base / "model.safetensors"):
+    for path in (best / "run.json", best / "model.safetensors", best / "tokenizer.json",
+                 new_base / "model.safetensors", new_base / "tokenizer.json"):
         if not path.is_file():
             raise FileNotFoundError(f"{path}: missing (a trained run's best/ and a built base folder are needed)")
     if out.resolve() == Path(run_dir).resolve():
