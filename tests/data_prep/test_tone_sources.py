@@ -102,6 +102,24 @@ def test_shipped_config_loads_and_maps_every_source_to_known_labels():
     assert config.merge.priority[0] == "gold"
 
 
+def test_shipped_russian_toxic_mapping_makes_a_clean_comment_negative_for_every_abusive_label(tmp_path):
+    # A clean comment is evidence against insult, threat and identity hate too (as OLID's NOT is);
+    # without it those labels never saw a Russian row and plain Russian text scored identity_hate 0.5.
+    folder = tmp_path / "ru_toxic_2ch_pikabu" / "data"
+    folder.mkdir(parents=True)
+    for name in ("train.csv", "val.csv"):
+        (folder / name).write_text('comment,labels\n"Спасибо, очень помогло.\n",0\nты тупой идиот,1\n',
+                                   encoding="utf-8")
+    config = load_tone_config()
+    for source in ("ru_toxic", "ru_toxic_val"):
+        records, errors = read_source(source, config, data_root=tmp_path)
+        assert errors == []
+        gold = _by_text(records)
+        assert gold["Спасибо, очень помогло."] == {"toxicity": 0, "insult": 0, "threat": 0, "identity_hate": 0}
+        # "toxic" names no particular kind: the other labels stay missing, not guessed.
+        assert gold["ты тупой идиот"] == {"toxicity": 1}
+
+
 def _parallel_config(tmp_path, **source_overrides):
     data = tmp_path / "data"
     write_sources(data)
