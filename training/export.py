@@ -277,7 +277,8 @@ def export(spec: TaskSpec, run_dir: str | Path, to: str | Path, task_config: Tas
                      "config": run["config"], "task": spec.manifest_extra(),
                      "export": config.model_dump(mode="json"), "quantized_from": report["quantized_from"],
                      "fusion": report.get("fusion"), "base_model_source": run.get("base_model_source"),
-                     "vocabulary_swap": run.get("vocabulary_swap")},
+                     "vocabulary_swap": run.get("vocabulary_swap"), "config_source": run.get("config_source"),
+                     "warm_start": run.get("warm_start")},
         "fallback_languages": list(config.fallback_languages),
         "lexicon_labels": list(config.lexicon_labels),
     }

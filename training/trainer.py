@@ -160,6 +160,19 @@ def _optimizer_groups(model, weight_decay: float) -> list[dict]:
     return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
 
 
+def read_warm_start(model_path: str | Path) -> dict[str, Any] | None:
+    """The earlier run a base folder was taken from, when its `run.json` came along (a warm start from
+    another run's best/): recipe, data, best step and that run's own warm start, so a chain of passes
+    can be rebuilt from the last one's manifest."""
+    path = Path(model_path) / "run.json"
+    if not path.is_file():
+        return None
+    run = json.loads(path.read_text())
+    return {"config_source": run.get("config_source"), "output_dir": (run.get("config") or {}).get("output_dir"),
+            "base_model": run.get("base_model"), "best_step": run.get("best_step"), "data": run.get("data"),
+            "config": run.get("config"), "warm_start": run.get("warm_start")}
+
+
 def train(spec: TaskSpec, config: TrainConfig, *, resume: bool = False, config_source: str = "") -> dict:
     """Fine-tunes `spec`'s model as configured; returns the best dev metrics and where they are."""
     import torch
@@ -212,6 +225,7 @@ def train(spec: TaskSpec, config: TrainConfig, *, resume: bool = False, config_s
         "task": spec.name, "base_model": config.base_model, "base_model_path": model_path,
         # A folder from `autovalidators base-model build` says what it was built from.
         "base_model_source": read_provenance(model_path),
+        "warm_start": read_warm_start(model_path),
         "config": config.model_dump(mode="json"), "config_source": config_source,
         "data": {"train": {"file": config.train_file, "sha256": sha256_of(Path(config.train_file)),
                            "examples": len(train_features)},

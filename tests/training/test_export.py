@@ -34,6 +34,7 @@ def test_shipped_folder_holds_only_the_three_files_and_verifies(exported):
     assert loaded.window.max_length == 32
     assert loaded.metrics["precision"] == "int8"
     assert loaded.training["data"]["train"]["sha256"]
+    assert "warm_start" in loaded.training and loaded.training["warm_start"] is None  # trained from the encoder
     # fp32 stays in the run folder, never in the shipped one.
     assert (run_dir / "onnx" / "model_fp32.onnx").is_file()
 

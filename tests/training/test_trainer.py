@@ -110,3 +110,20 @@ def test_collate_batches_labels_by_problem_type_not_by_shape():
     assert single["labels"].tolist() == [1, 1]
     with pytest.raises(ValueError, match="problem type"):
         collate(features)
+
+
+def test_a_warm_start_from_another_runs_best_records_that_run(tiny_run, tiny_data, tmp_path, make_config):
+    first_config, first_dir = tiny_run
+    second = make_config(str(first_dir / "best"), tiny_data, tmp_path / "second", max_steps=1, eval_every=1)
+    train(SPEC, second.train)
+    run = json.loads((tmp_path / "second" / "best" / "run.json").read_text())
+    warm = run["warm_start"]
+    assert warm["output_dir"] == first_config.train.output_dir
+    assert warm["best_step"] == json.loads((first_dir / "best" / "run.json").read_text())["best_step"]
+    assert warm["data"]["train"]["sha256"] == run["data"]["train"]["sha256"]
+    assert warm["warm_start"] is None  # the first run started from the plain encoder
+
+
+def test_a_plain_encoder_records_no_warm_start(tiny_run):
+    _, run_dir = tiny_run
+    assert json.loads((run_dir / "best" / "run.json").read_text())["warm_start"] is None
