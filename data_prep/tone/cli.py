@@ -1,4 +1,4 @@
-"""`autovalidators label tone | sample-for-review | agreement` (registered via COMMAND_MODULES).
+"""`autovalidators label tone | sample-for-review | agreement | distill` (registered via COMMAND_MODULES).
 
 Only typer and the standard library at import time: the CLI starts fast and without the train extra.
 
@@ -176,3 +176,29 @@ def label_agreement(
         console.print(f"[red]assessor check failed[/red]: {', '.join(failed) or 'bad rows'}; do not train on these labels")
         raise typer.Exit(code=1)
     console.print("[green]assessor check passed[/green] for " + ", ".join(chosen))
+
+
+@label_app.command("distill")
+def label_distill(
+    input_path: Path = typer.Option(..., "--input", help="training JSONL (text + labels), e.g. prepared/tone_e5_v2/train_sampled.jsonl"),
+    output: Path = typer.Option(..., "--output", help="JSONL with soft targets, for train.train_file"),
+    teacher: list[Path] = typer.Option(..., "--teacher", help="a trained tone model folder; repeat for several"),
+    weight: float = typer.Option(0.5, help="the teachers' share of each known target, in (0, 0.5]"),
+    threads: Optional[int] = typer.Option(None, help="onnxruntime threads per teacher"),
+) -> None:
+    """Soft targets: each known label mixed towards the mean score of the teachers that read the text."""
+    from ..io import DataError
+    from .distill import distill_file
+
+    try:
+        report = distill_file(input_path, output, teacher, weight, threads)
+    except (DataError, ValueError, OSError) as exc:
+        raise _fail(str(exc)) from None
+    for line in report.bad_lines:
+        console.print(f"[yellow]skipped[/yellow] {line}")
+    scored = ", ".join(f"{name}: {n}" for name, n in report.teachers.items())
+    console.print(f"wrote {output}: {report.softened} of {report.records} records softened "
+                  f"({report.gold_only} read by no teacher keep their gold targets; scored per teacher: {scored})")
+    if report.bad_lines:
+        console.print(f"[red]{len(report.bad_lines)} bad line(s) skipped[/red]")
+        raise typer.Exit(code=1)

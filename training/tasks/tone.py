@@ -174,9 +174,11 @@ def target_matrix(records: Sequence[dict], labels: Sequence[str] = TONE_LABELS) 
 
 
 def compute_pos_weight(targets: np.ndarray, cap: float = POS_WEIGHT_CAP) -> np.ndarray:
-    """Per-label n_negative / n_positive over known targets, clipped to [1, cap] (1 when unknown)."""
-    positives = (targets == 1).sum(axis=0)
-    negatives = (targets == 0).sum(axis=0)
+    """Per-label n_negative / n_positive over known targets, clipped to [1, cap] (1 when unknown).
+    A soft target (`label distill`) counts on its side of 0.5."""
+    known = targets != MISSING_LABEL
+    positives = (known & (targets >= 0.5)).sum(axis=0)
+    negatives = (known & (targets < 0.5)).sum(axis=0)
     ratio = np.where(positives > 0, negatives / np.maximum(positives, 1), 1.0)
     return np.clip(ratio, 1.0, cap)
 
