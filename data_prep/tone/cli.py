@@ -185,13 +185,14 @@ def label_distill(
     teacher: list[Path] = typer.Option(..., "--teacher", help="a trained tone model folder; repeat for several"),
     weight: float = typer.Option(0.5, help="the teachers' share of each known target, in (0, 0.5]"),
     threads: Optional[int] = typer.Option(None, help="onnxruntime threads per teacher"),
+    labels: Optional[str] = typer.Option(None, help="comma-separated labels to soften (default: every label the teachers score)"),
 ) -> None:
     """Soft targets: each known label mixed towards the mean score of the teachers that read the text."""
     from ..io import DataError
     from .distill import distill_file
 
     try:
-        report = distill_file(input_path, output, teacher, weight, threads)
+        report = distill_file(input_path, output, teacher, weight, threads, _names(labels))
     except (DataError, ValueError, OSError) as exc:
         raise _fail(str(exc)) from None
     for line in report.bad_lines:

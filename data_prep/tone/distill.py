@@ -11,8 +11,8 @@ of the mean of the MiniLM and 12-layer e5 scores is above either alone), and a s
 towards that mean can carry part of the gain in one model's cost. The gold share keeps every
 target on its side of 0.5 whenever `weight` <= 0.5, so positives stay positives for `pos_weight`.
 
-Teachers are scored as the runtime serves them (`ToneValidator.scores`: windows, int8), never with
-torch.
+Teachers are the shipped ONNX models run as at serving time (`ToneValidator.scores`: the same windows
+and int8 weights, the model's own scores without the lexicon's `lexicon_labels`), never torch.
 """
 
 from __future__ import annotations
@@ -58,19 +58,21 @@ def load_teacher(folder: str | Path, threads: int | None = None) -> Teacher:
     return Teacher(str(folder), tuple(manifest.labels), frozenset(manifest.fallback_languages), validator)
 
 
-def soften(record: dict, teacher_scores: dict[str, float], weight: float) -> dict:
-    """The record with each known label mixed towards the teachers' mean score for it."""
+def soften(record: dict, teacher_scores: dict[str, float], weight: float,
+           only: Sequence[str] | None = None) -> dict:
+    """The record with each known label (of `only`, when given) mixed towards the teachers' mean score."""
     labels = dict(record.get("labels") or {})
     for label, gold in labels.items():
-        if gold is None or label not in teacher_scores:
+        if gold is None or label not in teacher_scores or (only is not None and label not in only):
             continue
         labels[label] = round((1.0 - weight) * float(gold) + weight * teacher_scores[label], 5)
     return {**record, "labels": labels, "distilled": True}
 
 
 def distill_records(records: Sequence[dict], teachers: Sequence[Teacher], weight: float,
-                    batch: int = 256) -> tuple[list[dict], DistillReport]:
-    """Soft targets for `records` (each with `text` and `labels`); see the module docstring."""
+                    batch: int = 256, labels: Sequence[str] | None = None) -> tuple[list[dict], DistillReport]:
+    """Soft targets for `records` (each with `text` and `labels`); see the module docstring.
+    `labels` limits the softening to those labels (the others keep their gold targets)."""
     if not 0.0 < weight <= 0.5:
         raise ValueError(f"weight {weight}: must be in (0, 0.5] so that gold decides which side of 0.5 a target is on")
     report = DistillReport(records=len(records))
@@ -92,7 +94,7 @@ def distill_records(records: Sequence[dict], teachers: Sequence[Teacher], weight
             out.append(record)
             report.gold_only += 1
             continue
-        out.append(soften(record, {label: total[label] / count[label] for label in total}, weight))
+        out.append(soften(record, {label: total[label] / count[label] for label in total}, weight, labels))
         report.softened += 1
     return out, report
 
@@ -113,15 +115,18 @@ def read_training_records(path: Path, report: DistillReport) -> list[dict]:
 
 
 def distill_file(input_path: Path, output_path: Path, teacher_folders: Sequence[Path], weight: float,
-                 threads: int | None = None) -> DistillReport:
+                 threads: int | None = None, labels: Sequence[str] | None = None) -> DistillReport:
     if not input_path.is_file():
         raise DataError(f"{input_path}: no such file")
     if not teacher_folders:
         raise ValueError("no teacher: give at least one --teacher model folder")
     teachers = [load_teacher(folder, threads) for folder in teacher_folders]
+    unknown = sorted(set(labels or ()) - {label for t in teachers for label in t.labels})
+    if unknown:
+        raise ValueError(f"--labels {unknown}: no teacher scores them (theirs: {sorted(set(teachers[0].labels))})")
     report = DistillReport()
     records = read_training_records(input_path, report)
-    distilled, scored = distill_records(records, teachers, weight)
+    distilled, scored = distill_records(records, teachers, weight, labels=labels)
     scored.bad_lines = report.bad_lines
     write_jsonl(output_path, distilled)
     return scored

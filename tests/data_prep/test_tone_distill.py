@@ -99,3 +99,18 @@ def test_cli_without_a_teacher_model_is_a_clear_error(tmp_path):
     result = invoke("--input", str(source), "--output", str(tmp_path / "o.jsonl"), "--teacher", str(tmp_path / "nowhere"))
     assert result.exit_code == 2
     assert "nowhere" in result.output
+
+
+def test_labels_limits_the_softening_and_the_others_keep_gold():
+    out, _ = distill_records([record("you idiot", toxicity=1, insult=1)], [teacher("t", 0.2)], weight=0.5,
+                             labels=["toxicity"])
+    assert out[0]["labels"] == {"toxicity": 0.6, "insult": 1}
+
+
+def test_cli_refuses_a_label_no_teacher_scores(tmp_path):
+    source = tmp_path / "train.jsonl"
+    source.write_text(json.dumps(record("x", toxicity=1)) + "\n")
+    result = invoke("--input", str(source), "--output", str(tmp_path / "o.jsonl"),
+                    "--teacher", str(REPO / "models" / "tone"), "--labels", "toxicity,sarcasm")
+    assert result.exit_code == 2 and "sarcasm" in result.output
+    assert not (tmp_path / "o.jsonl").exists()
