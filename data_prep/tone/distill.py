@@ -99,19 +99,19 @@ def distill_records(records: Sequence[dict], teachers: Sequence[Teacher], weight
     return out, report
 
 
-def read_training_records(path: Path, report: DistillReport) -> list[dict]:
-    """Records with a text and a labels object; a bad line is named in the report and skipped."""
-    records = []
+def read_training_records(path: Path) -> tuple[list[dict], list[str]]:
+    """(records with a text and a labels object, 'file:line: problem' for each line skipped)."""
+    records, bad_lines = [], []
     for number, record, problem in iter_jsonl(path):
         if problem is None and not isinstance(record.get("text"), str):
             problem = "field 'text' missing or not a string"
         if problem is None and not isinstance(record.get("labels"), dict):
             problem = "field 'labels' missing or not an object"
         if problem is not None:
-            report.bad_lines.append(f"{path}:{number}: {problem}")
+            bad_lines.append(f"{path}:{number}: {problem}")
             continue
         records.append(record)
-    return records
+    return records, bad_lines
 
 
 def distill_file(input_path: Path, output_path: Path, teacher_folders: Sequence[Path], weight: float,
@@ -124,9 +124,8 @@ def distill_file(input_path: Path, output_path: Path, teacher_folders: Sequence[
     unknown = sorted(set(labels or ()) - {label for t in teachers for label in t.labels})
     if unknown:
         raise ValueError(f"--labels {unknown}: no teacher scores them (theirs: {sorted(set(teachers[0].labels))})")
-    report = DistillReport()
-    records = read_training_records(input_path, report)
-    distilled, scored = distill_records(records, teachers, weight, labels=labels)
-    scored.bad_lines = report.bad_lines
+    records, bad_lines = read_training_records(input_path)
+    distilled, report = distill_records(records, teachers, weight, labels=labels)
+    report.bad_lines = bad_lines
     write_jsonl(output_path, distilled)
-    return scored
+    return report
