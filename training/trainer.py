@@ -168,9 +168,8 @@ def read_warm_start(model_path: str | Path) -> dict[str, Any] | None:
     if not path.is_file():
         return None
     run = json.loads(path.read_text())
-    return {"config_source": run.get("config_source"), "output_dir": (run.get("config") or {}).get("output_dir"),
-            "base_model": run.get("base_model"), "best_step": run.get("best_step"), "data": run.get("data"),
-            "config": run.get("config"), "warm_start": run.get("warm_start")}
+    return {key: run.get(key) for key in ("config_source", "config", "data", "best_step", "base_model_source",
+                                          "warm_start")}
 
 
 def train(spec: TaskSpec, config: TrainConfig, *, resume: bool = False, config_source: str = "") -> dict:

@@ -37,8 +37,8 @@ class Teacher:
     skips_languages: frozenset[str]
     validator: Any  # anything with .scores(texts) -> (n, len(labels)) array
 
-    def reads(self, text: str) -> bool:
-        return language_of(text) not in self.skips_languages
+    def reads(self, language: str) -> bool:
+        return language not in self.skips_languages
 
 
 @dataclass
@@ -66,7 +66,7 @@ def soften(record: dict, teacher_scores: dict[str, float], weight: float,
         if gold is None or label not in teacher_scores or (only is not None and label not in only):
             continue
         labels[label] = round((1.0 - weight) * float(gold) + weight * teacher_scores[label], 5)
-    return {**record, "labels": labels, "distilled": True}
+    return {**record, "labels": labels}
 
 
 def distill_records(records: Sequence[dict], teachers: Sequence[Teacher], weight: float,
@@ -78,8 +78,9 @@ def distill_records(records: Sequence[dict], teachers: Sequence[Teacher], weight
     report = DistillReport(records=len(records))
     sums: list[dict[str, float]] = [{} for _ in records]
     counts: list[dict[str, int]] = [{} for _ in records]
+    languages = [language_of(r["text"]) for r in records]
     for teacher in teachers:
-        read = [i for i, r in enumerate(records) if teacher.reads(r["text"])]
+        read = [i for i, language in enumerate(languages) if teacher.reads(language)]
         report.teachers[teacher.name] = len(read)
         for start in range(0, len(read), batch):
             chunk = read[start:start + batch]
@@ -121,9 +122,10 @@ def distill_file(input_path: Path, output_path: Path, teacher_folders: Sequence[
     if not teacher_folders:
         raise ValueError("no teacher: give at least one --teacher model folder")
     teachers = [load_teacher(folder, threads) for folder in teacher_folders]
-    unknown = sorted(set(labels or ()) - {label for t in teachers for label in t.labels})
+    scored = {label for t in teachers for label in t.labels}
+    unknown = sorted(set(labels or ()) - scored)
     if unknown:
-        raise ValueError(f"--labels {unknown}: no teacher scores them (theirs: {sorted(set(teachers[0].labels))})")
+        raise ValueError(f"--labels {unknown}: no teacher scores them (theirs: {sorted(scored)})")
     records, bad_lines = read_training_records(input_path)
     distilled, report = distill_records(records, teachers, weight, labels=labels)
     report.bad_lines = bad_lines

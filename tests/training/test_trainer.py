@@ -118,7 +118,7 @@ def test_a_warm_start_from_another_runs_best_records_that_run(tiny_run, tiny_dat
     train(SPEC, second.train)
     run = json.loads((tmp_path / "second" / "best" / "run.json").read_text())
     warm = run["warm_start"]
-    assert warm["output_dir"] == first_config.train.output_dir
+    assert warm["config"]["output_dir"] == first_config.train.output_dir
     assert warm["best_step"] == json.loads((first_dir / "best" / "run.json").read_text())["best_step"]
     assert warm["data"]["train"]["sha256"] == run["data"]["train"]["sha256"]
     assert warm["warm_start"] is None  # the first run started from the plain encoder
