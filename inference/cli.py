@@ -33,8 +33,9 @@ train_app = typer.Typer(no_args_is_help=True, help="Fine-tune a validator (needs
 export_app = typer.Typer(no_args_is_help=True, help="Export a trained validator to ONNX fp32 + int8.")
 benchmark_app = typer.Typer(no_args_is_help=True, help="Measure a validator: quality and latency.")
 label_app = typer.Typer(no_args_is_help=True, help="Synthetic labelling and the assessor check.")
-for _name, _sub in (("prepare", prepare_app), ("train", train_app), ("export", export_app),
-                    ("benchmark", benchmark_app), ("label", label_app)):
+average_app = typer.Typer(no_args_is_help=True, help="Average the weights of trained runs (a model soup).")
+for _name, _sub in (("prepare", prepare_app), ("train", train_app), ("average", average_app),
+                    ("export", export_app), ("benchmark", benchmark_app), ("label", label_app)):
     app.add_typer(_sub, name=_name)
 # Modules that register commands on the apps above. They must import nothing heavy at import
 # time (torch, transformers): the command bodies import what they need.

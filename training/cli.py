@@ -1,6 +1,6 @@
-"""`autovalidators prepare|train|export|benchmark <task>` for every task in the registry.
+"""`autovalidators prepare|train|average|export|benchmark <task>` for every task in the registry.
 
-Commands are registered per entry of `training.tasks.TASKS`, so a new task gets all four by
+Commands are registered per entry of `training.tasks.TASKS`, so a new task gets all five by
 adding its spec. Nothing heavy is imported here: torch/transformers load inside command bodies.
 """
 
@@ -13,7 +13,7 @@ from typing import Optional
 
 import typer
 
-from autovalidators.inference.cli import benchmark_app, console, export_app, prepare_app, train_app
+from autovalidators.inference.cli import average_app, benchmark_app, console, export_app, prepare_app, train_app
 from autovalidators.inference.config import ConfigError
 
 from .tasks import TASKS, get_task
@@ -96,6 +96,30 @@ def _register(task: str) -> None:
         except (FileExistsError, FileNotFoundError, ValueError) as exc:
             raise _fail(str(exc)) from None
         console.print_json(json.dumps(result))
+
+    @average_app.command(cli_name, help=f"Average the weights of {task} runs from one starting point into one "
+                                        "model (greedy on dev by default); export it like a training run.")
+    def average_command(
+        run: list[Path] = typer.Option(..., help="a training output_dir (holds best/); repeat for each ingredient"),
+        to: Path = typer.Option(..., help="the new run folder; its best/ is what `export --run` takes"),
+        config: Optional[Path] = typer.Option(None, help=config_help + "; its train.dev_file chooses ingredients"),
+        uniform: bool = typer.Option(False, help="average every run instead of choosing them greedily on dev"),
+        metric: Optional[str] = typer.Option(None, help="the dev metric the greedy choice maximises (default: the "
+                                                         "task's main metric, as in training)"),
+    ) -> None:
+        from .weight_average import AverageError, average_runs
+
+        _verbose()
+        spec, task_config = _load(task, config)
+        try:
+            record = average_runs(spec, run, to, task_config.train, greedy=not uniform, metric=metric)
+        except (AverageError, FileNotFoundError) as exc:
+            raise _fail(str(exc)) from None
+        chosen_by = record["weight_average"]["metric"]
+        for ingredient in record["weight_average"]["ingredients"]:
+            console.print(f"{'kept' if ingredient['kept'] else 'left out'}: {ingredient['run']} "
+                          f"(dev {chosen_by} {ingredient[f'dev_{chosen_by}']:.4f})")
+        console.print(f"wrote {to / 'best'}: dev {chosen_by} {record['dev_metrics'][chosen_by]:.4f}")
 
     @export_app.command(cli_name, help=f"Export a trained {task} run to ONNX fp32 + int8 with a manifest.")
     def export_command(

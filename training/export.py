@@ -278,7 +278,7 @@ def export(spec: TaskSpec, run_dir: str | Path, to: str | Path, task_config: Tas
                      "export": config.model_dump(mode="json"), "quantized_from": report["quantized_from"],
                      "fusion": report.get("fusion"), "base_model_source": run.get("base_model_source"),
                      "vocabulary_swap": run.get("vocabulary_swap"), "config_source": run.get("config_source"),
-                     "warm_start": run.get("warm_start")},
+                     "warm_start": run.get("warm_start"), "weight_average": run.get("weight_average")},
         "fallback_languages": list(config.fallback_languages),
         "lexicon_labels": list(config.lexicon_labels),
     }
