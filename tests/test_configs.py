@@ -40,6 +40,7 @@ SCHEMAS = {
     "tone_model_e5_12l_distill.yaml": "autovalidators.training.tasks.tone:ToneModelConfig",
     "tone_model_e5_12l_distill_tox.yaml": "autovalidators.training.tasks.tone:ToneModelConfig",
     "tone_model_e5_12l_distill3.yaml": "autovalidators.training.tasks.tone:ToneModelConfig",
+    "tone_model_e5_12l_distill3r2.yaml": "autovalidators.training.tasks.tone:ToneModelConfig",
     "tone_model_e5_detox.yaml": "autovalidators.training.tasks.tone:ToneModelConfig",
     "tone_model_e5_olid2.yaml": "autovalidators.training.tasks.tone:ToneModelConfig",
     "tone_model_e5_len128.yaml": "autovalidators.training.tasks.tone:ToneModelConfig",

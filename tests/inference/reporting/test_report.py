@@ -119,7 +119,7 @@ def test_provenance_names_command_model_and_data(built, shared_benchmarks):
     tone = section(report, "tone")
     assert not tone.provenance.command_recorded
     assert tone.provenance.command.startswith(
-        "autovalidators benchmark tone --config configs/tone_model_e5_12l_len128.yaml --output ")
+        "autovalidators benchmark tone --config configs/tone_model_e5_12l_distill3r2.yaml --output ")
     assert any("does not record its command" in n for n in tone.notes)
     assert "ab" * 32 in paths["html"].read_text()
     # Tone names its sets and folder: the files are found and hashed; fact_spans names a folder.
