@@ -157,6 +157,15 @@ def decide(
                        f"The answer asserts facts although {why}; it should say it lacks the information.",
                        int(round(60 + 40 * signals.specificity)), hallucinated_spans)
 
+    # An answer about something else ("the office is open from nine to five" to a password question)
+    # is ungrounded because it is off the question, not because it invents facts about it: the fix
+    # is a clearer query, not a grounding prompt. It is still not served (REVIEW).
+    if "relevance" in valid_failed:
+        check = valid_failed["relevance"]
+        return verdict(Decision.REVIEW, FailureType.OFF_TOPIC, NextAction.RETRY_WITH_CLEARER_QUERY,
+                       f"The answer does not address the question (relevance {check.score:.2f} "
+                       f"< {check.minimum:.2f}).", _confidence(_margin(check)))
+
     if grounding_fails and signals.specificity >= config.specificity.confident_at:
         worst = min((valid_failed[n] for n in ("grounding", "span_grounding") if n in valid_failed),
                     key=lambda c: c.score)
@@ -170,12 +179,6 @@ def decide(
         details = "; ".join(f"{name}: {failed[name].detail}" for name in invalid)
         return verdict(Decision.REVIEW, FailureType.INVALID_SCORE, NextAction.HUMAN_REVIEW,
                        f"Cannot trust the scores ({details}); failing closed.", 0)
-
-    if "relevance" in valid_failed:
-        check = valid_failed["relevance"]
-        return verdict(Decision.REVIEW, FailureType.OFF_TOPIC, NextAction.RETRY_WITH_CLEARER_QUERY,
-                       f"The answer does not address the question (relevance {check.score:.2f} "
-                       f"< {check.minimum:.2f}).", _confidence(_margin(check)))
 
     if grounding_fails:
         worst = min((valid_failed[n] for n in ("grounding", "span_grounding") if n in valid_failed),

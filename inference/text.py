@@ -1,7 +1,8 @@
 """Language-aware text primitives shared by the heuristics: tokens, stems, sentences (en and ru).
 
 Tokens keep digits and Cyrillic: "67 million" and "69 million" are different claims, and two
-identical Russian texts must come out identical.
+identical Russian texts must come out identical. Numbers spelt out ("five", "двадцать пять") become
+one number token with the value as its stem, so they meet their digits (`number_words`).
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 import snowballstemmer
+
+from .number_words import SCALE_WORDS, is_number_word, number_value
 
 # A number keeps its inner separators ("1,000", "3.5", "2027"); a word is any run of letters/digits.
 _TOKEN = re.compile(r"\d+(?:[.,]\d+)*|[^\W\d_]+(?:['’-][^\W\d_]+)*|\d+", re.UNICODE)
@@ -114,7 +117,47 @@ def tokenize(text: str) -> list[Token]:
                 is_capitalized=surface[0].isupper(),
             )
         )
-    return tokens
+    return _read_number_words(text, tokens)
+
+
+def _spelt_number_run(text: str, tokens: list[Token], first: int) -> int:
+    """End (exclusive) of the run of number words that starts at tokens[first]: words separated by
+    spaces only, and "and" after a scale word ("two hundred and fifty")."""
+    end = first + 1
+    while end < len(tokens):
+        if not text[tokens[end - 1].end:tokens[end].start].isspace():
+            break
+        if is_number_word(tokens[end].text) and not tokens[end].is_number:
+            end += 1
+        elif (tokens[end].text == "and" and tokens[end - 1].text in SCALE_WORDS and end + 1 < len(tokens)
+              and is_number_word(tokens[end + 1].text) and text[tokens[end].end:tokens[end + 1].start].isspace()):
+            end += 2
+        else:
+            break
+    return end
+
+
+def _read_number_words(text: str, tokens: list[Token]) -> list[Token]:
+    """Replace each run of number words that claims a number with one number token (stem: its value)."""
+    read: list[Token] = []
+    index = 0
+    while index < len(tokens):
+        token = tokens[index]
+        if token.is_number or not is_number_word(token.text):
+            read.append(token)
+            index += 1
+            continue
+        end = _spelt_number_run(text, tokens, index)
+        run = tokens[index:end]
+        value = number_value([t.text for t in run if t.text != "and"])
+        if value is None:
+            read.extend(run)
+        else:
+            start, stop = run[0].start, run[-1].end
+            read.append(Token(text=text[start:stop].lower().replace("ё", "е"), stem=str(value), start=start,
+                              end=stop, is_number=True, is_stopword=False, is_capitalized=token.is_capitalized))
+        index = end
+    return read
 
 
 def content_stems(text: str) -> set[str]:

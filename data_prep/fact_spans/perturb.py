@@ -79,7 +79,8 @@ def targets(piece: Piece, kind: str, language: str) -> list[Target]:
                 continue  # a citation marker, not a claim
             if tok.is_number and (seg.text[tok.end:tok.end + 1].isalpha() or seg.text[tok.start - 1:tok.start].isalpha()):
                 continue  # "20th", "1970s": a subword tokenizer would mix the swapped and kept characters
-            if kind == "number" and tok.is_number and not _is_year(surface):
+            # A spelt-out number ("five") is a number token too, but only digits can be rewritten.
+            if kind == "number" and tok.is_number and surface[0].isdigit() and not _is_year(surface):
                 found.append(Target(s, tok.start, tok.end))
             elif kind == "date" and (_is_year(surface) or surface in MONTHS[language]
                                      or surface.lower() in MONTHS[language]):

@@ -84,6 +84,17 @@ def test_one_weak_check_is_not_rescued_by_three_strong_ones():
     assert verdict.next_action is NextAction.RETRY_WITH_CLEARER_QUERY
 
 
+def test_an_off_topic_answer_is_off_topic_even_when_its_claims_are_specific_and_ungrounded():
+    # "Our office is open from nine to five" to a password question: ungrounded because it is about
+    # something else; the fix is a clearer query, and it is still not served.
+    off_topic = run(fact=grounded(precision=0.0, hallucination=1.0, recall=0.0), sig=signals(specificity=0.9),
+                    qa=QARelevanceOutput(applies=True, score=0.05, relevant=False))
+    assert (off_topic.decision, off_topic.failure_type) == (Decision.REVIEW, FailureType.OFF_TOPIC)
+    on_topic = run(fact=grounded(precision=0.0, hallucination=1.0, recall=0.0), sig=signals(specificity=0.9),
+                   qa=QARelevanceOutput(applies=True, score=0.9, relevant=True))
+    assert (on_topic.decision, on_topic.failure_type) == (Decision.REJECT, FailureType.CONFIDENT_HALLUCINATION)
+
+
 @pytest.mark.parametrize("config", [GateConfig(), all_zero_config()], ids=["default", "all-minimums-zero"])
 def test_no_context_and_asserting_answer_is_rejected_whatever_the_thresholds(config):
     verdict = run(config, has_context=False, sig=signals(specificity=0.9, context_quality=0.0),

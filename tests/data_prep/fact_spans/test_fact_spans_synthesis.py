@@ -120,3 +120,15 @@ def test_answers_keep_to_the_word_budget(items):
     assert all(len(r.answer.split()) <= 12 for r in synthetic)
     # Gold sentences over the budget fall back to the short form: just the gold phrase.
     assert any(r.answer == r.meta["gold_answer"] + "." for r in synthetic)
+
+
+def test_a_number_swap_targets_digits_not_numbers_spelt_out():
+    # "five" reads as a number (inference/number_words.py), but only digits can be rewritten.
+    import random
+
+    from autovalidators.data_prep.fact_spans.perturb import Segment, new_number, targets
+
+    text = "The plan costs 40 dollars for five users."
+    found = targets((Segment(text, SpanLabel.FACT),), "number", "en")
+    assert [text[t.start:t.end] for t in found] == ["40"]
+    assert new_number("40", random.Random(0)).isdigit()

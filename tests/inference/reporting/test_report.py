@@ -269,3 +269,20 @@ def test_run_executes_the_benchmarks_that_can_run_and_skips_those_without_a_mode
     assert gate.status == "benchmarked" and gate.latency[0].runtime == "gate"
     assert section(report, "tone").status == "not benchmarked"
     assert any(n.startswith("--run: failed") for n in section(report, "obedience").notes)
+
+
+def test_the_shipped_report_config_prepares_the_folder_the_shipped_fact_span_benchmark_reads():
+    # `report --run` on a fresh clone prepares `needs_data` first; a section pointing at another
+    # task's folder would prepare data its benchmark never reads, then fail.
+    from autovalidators.inference.config import load_config
+    from autovalidators.inference.manifest import load_manifest
+    from autovalidators.inference.reporting.schema import ReportConfig
+    from autovalidators.inference.validators.grounding_spans import TASK as GROUNDING_TASK
+
+    root = Path(__file__).resolve().parents[3]
+    fact = load_config(root / "configs" / "report.yaml", ReportConfig).sections["fact_spans"]
+    manifest = load_manifest(root / "models" / "fact_spans")
+    assert manifest.task == GROUNDING_TASK
+    data_dir = manifest.training.get("data", {}).get("dir", "prepared/grounding")
+    assert fact.needs_data == [f"{data_dir}/heldout"]
+    assert fact.prepare == "autovalidators prepare grounding"

@@ -1,0 +1,53 @@
+"""Numbers spelt out in English and Russian are read as numbers, so they meet their digits."""
+
+from __future__ import annotations
+
+import pytest
+
+from autovalidators.inference.heuristics import sentence_support
+from autovalidators.inference.number_words import number_value
+from autovalidators.inference.text import tokenize
+
+
+@pytest.mark.parametrize("words, value", [
+    (["five"], 5), (["twenty-five"], 25), (["two", "hundred", "fifty"], 250), (["one", "hundred"], 100),
+    (["пять"], 5), (["двух"], 2), (["двадцать", "один"], 21), (["две", "тысячи", "двадцать", "пять"], 2025),
+    (["триста"], 300), (["сорока"], 40),
+])
+def test_a_run_of_number_words_reads_as_its_value(words, value):
+    assert number_value(words) == value
+
+
+@pytest.mark.parametrize("words", [["one"], ["один"], ["одна"], ["hundred"], ["тысячи"], ["million"], ["house"],
+                                   ["two", "houses"], []])
+def test_words_that_claim_no_number_are_not_read_as_one(words):
+    assert number_value(words) is None
+
+
+def numbers(text: str) -> list[tuple[str, str, str]]:
+    return [(t.text, t.stem, text[t.start:t.end]) for t in tokenize(text) if t.is_number]
+
+
+def test_spelt_and_written_numbers_become_the_same_token():
+    assert [stem for _, stem, _ in numbers("сроком пять лет")] == [stem for _, stem, _ in numbers("сроком 5 лет")] == ["5"]
+    assert numbers("Twenty-five cats") == [("twenty-five", "25", "Twenty-five")]
+
+
+def test_a_compound_is_one_token_whose_offsets_cover_it():
+    text = "We sold two hundred and fifty units to двадцати пяти клиентам."
+    assert numbers(text) == [("two hundred and fifty", "250", "two hundred and fifty"),
+                             ("двадцати пяти", "25", "двадцати пяти")]
+
+
+def test_pronoun_one_and_bare_scale_words_stay_ordinary_words():
+    assert numbers("One of the reasons is that thousands of users and тысячи людей один из нас") == []
+    one = next(t for t in tokenize("one of the reasons") if t.text == "one")
+    assert one.is_stopword and not one.is_number
+
+
+def test_a_number_swapped_in_words_is_an_unsupported_number():
+    context = "На роутер X200 действует ограниченная гарантия сроком два года."
+    swapped, = sentence_support("На роутер X200 действует гарантия сроком пять лет.", context)
+    assert swapped.unsupported_numbers == ("пять",) and swapped.support <= 0.3
+    restated, = sentence_support("На роутер X200 действует гарантия сроком 2 года.", context)
+    assert restated.unsupported_numbers == () and restated.support > 0.6
