@@ -127,7 +127,7 @@ def _spelt_number_run(text: str, tokens: list[Token], first: int) -> int:
     while end < len(tokens):
         if not text[tokens[end - 1].end:tokens[end].start].isspace():
             break
-        if is_number_word(tokens[end].text) and not tokens[end].is_number:
+        if is_number_word(tokens[end].text):
             end += 1
         elif (tokens[end].text == "and" and tokens[end - 1].text in SCALE_WORDS and end + 1 < len(tokens)
               and is_number_word(tokens[end + 1].text) and text[tokens[end].end:tokens[end + 1].start].isspace()):
@@ -143,7 +143,7 @@ def _read_number_words(text: str, tokens: list[Token]) -> list[Token]:
     index = 0
     while index < len(tokens):
         token = tokens[index]
-        if token.is_number or not is_number_word(token.text):
+        if not is_number_word(token.text):  # digits are number tokens already
             read.append(token)
             index += 1
             continue
