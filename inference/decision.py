@@ -1,15 +1,16 @@
 """The decision policy: validator outputs + case signals -> decision, using only the gate config.
 
-Knows nothing about models. Rules, from most to least severe:
+Knows nothing about models. Rules, in the order they are tried:
 
 1. unsafe tone                                   -> REJECT  block_response
 2. context empty or not covering the question, answer asserts instead of abstaining
                                                  -> REJECT  regenerate_with_abstention
    (a rule, not a threshold: it holds even with every minimum at 0)
-3. ungrounded and specific (confident hallucination) -> REJECT regenerate_with_grounding_prompt
-4. an applicable score missing / NaN / infinite / out of [0, 1] -> REVIEW human_review (fail closed)
-5. off-topic (before vague: a sharper prompt won't fix an answer to another question)
+3. off-topic (before the grounding rules: an answer to another question is ungrounded because it
+   is off the question, and neither a grounding nor a sharper prompt fixes it)
                                                  -> REVIEW  retry_with_clearer_query
+4. ungrounded and specific (confident hallucination) -> REJECT regenerate_with_grounding_prompt
+5. an applicable score missing / NaN / infinite / out of [0, 1] -> REVIEW human_review (fail closed)
 6. ungrounded and vague                          -> REVIEW  retry_with_specific_prompt
 7. weak or empty retrieval                       -> REVIEW  retrieve_more_documents
 8. incomplete (fact recall, or abstaining although the context covers the question)

@@ -169,16 +169,18 @@ def abstains(answer: str, question: str = "") -> bool:
     """The answer declines to answer and asserts nothing new.
 
     Outside the abstention phrases, the answer may restate the question ("…about the Mars
-    office") but not add numbers or more than a few new content words: "I don't know, but the
+    office", "…the two main risks") but not add numbers or more than a few new content words: "I don't know, but the
     Mars office opens in 2027" still asserts a checkable claim.
     """
     if not _ABSTENTION.search(answer):
         return False
     residue = _NOISE.sub(" ", _ABSTENTION.sub(" ", answer))
     content = [t for t in tokenize(residue) if not t.is_stopword]
-    if any(t.is_number for t in content):
+    asked = content_stems(question)
+    # A number the question already holds is restated ("…the two main risks"), not asserted.
+    if any(t.is_number and t.stem not in asked for t in content):
         return False
-    novel = {t.stem for t in content} - content_stems(question)
+    novel = {t.stem for t in content} - asked
     return len(novel) <= MAX_NEW_WORDS_IN_ABSTENTION
 
 

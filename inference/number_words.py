@@ -1,5 +1,5 @@
 """Cardinal numbers written as words, English and Russian: "five years", "twenty-five", "пять лет",
-"двадцать пять", "две тысячи".
+"двадцать пять", "две тысячи"; and digits with a scale word: "1.5 million", "67 млн".
 
 The lexical checks compare numbers exactly ("67" against "69"); a number spelt out escaped them, so
 "гарантия сроком пять лет" passed against "сроком два года". `number_value` reads a run of number
@@ -15,6 +15,7 @@ Deliberately left as ordinary words:
 from __future__ import annotations
 
 from collections.abc import Sequence
+from decimal import Decimal, InvalidOperation
 
 
 def _forms(table: dict[int, str]) -> dict[str, int]:
@@ -49,9 +50,9 @@ _RU = _forms({
 # Multipliers: they scale what precedes them ("two hundred", "две тысячи") and claim nothing alone.
 _SCALES = _forms({
     100: "hundred",
-    1_000: "thousand тысяча тысячи тысяч тысячу тысячей тысячам тысячами тысяче",
-    1_000_000: "million миллион миллиона миллионов миллиону миллионом миллионе миллионам миллионами",
-    1_000_000_000: "billion миллиард миллиарда миллиардов миллиарду миллиардом миллиарде миллиардам",
+    1_000: "thousand тысяча тысячи тысяч тысячу тысячей тысячам тысячами тысяче тыс",
+    1_000_000: "million миллион миллиона миллионов миллиону миллионом миллионе миллионам миллионами млн",
+    1_000_000_000: "billion миллиард миллиарда миллиардов миллиарду миллиардом миллиарде миллиардам млрд",
 })
 _VALUES = {**_EN, **_RU}
 SCALE_WORDS = frozenset(_SCALES)
@@ -82,3 +83,15 @@ def number_value(words: Sequence[str]) -> int | None:
             total += (current or 1) * _SCALES[part]
             current = 0
     return total + current
+
+
+def scaled(number: str, scale_word: str) -> str | None:
+    """The canonical stem of a written number times its scale word ("1.5", "million" -> "1500000"),
+    or None when `scale_word` is not one. `number` is a normalised number stem ("1.5", "1000")."""
+    if scale_word not in _SCALES:
+        return None
+    try:
+        value = Decimal(number) * _SCALES[scale_word]
+    except InvalidOperation:
+        return None
+    return str(int(value)) if value == value.to_integral_value() else format(value.normalize(), "f")

@@ -14,7 +14,7 @@ from functools import lru_cache
 
 import snowballstemmer
 
-from .number_words import SCALE_WORDS, is_number_word, number_value
+from .number_words import SCALE_WORDS, is_number_word, number_value, scaled
 
 # A number keeps its inner separators ("1,000", "3.5", "2027"); a word is any run of letters/digits.
 _TOKEN = re.compile(r"\d+(?:[.,]\d+)*|[^\W\d_]+(?:['’-][^\W\d_]+)*|\d+", re.UNICODE)
@@ -138,11 +138,21 @@ def _spelt_number_run(text: str, tokens: list[Token], first: int) -> int:
 
 
 def _read_number_words(text: str, tokens: list[Token]) -> list[Token]:
-    """Replace each run of number words that claims a number with one number token (stem: its value)."""
+    """Replace each run of number words that claims a number, and each written number followed by a
+    scale word, with one number token whose stem is the value."""
     read: list[Token] = []
     index = 0
     while index < len(tokens):
         token = tokens[index]
+        following = tokens[index + 1] if index + 1 < len(tokens) else None
+        value_with_scale = (scaled(token.stem, following.text) if token.is_number and following is not None
+                            and text[token.end:following.start].isspace() else None)
+        if value_with_scale is not None:  # "1.5 million", "67 млн"
+            read.append(Token(text=text[token.start:following.end].lower(), stem=value_with_scale,
+                              start=token.start, end=following.end, is_number=True, is_stopword=False,
+                              is_capitalized=False))
+            index += 2
+            continue
         if not is_number_word(token.text):  # digits are number tokens already
             read.append(token)
             index += 1

@@ -36,6 +36,9 @@ PARENTHETICAL = re.compile(r"\s*\([^()]*\)")
 CITATION = re.compile(r"\[(?:\d{1,3}|[^\[\]\d]{1,40})\]")
 
 
+DIGITS = re.compile(r"\d+(?:[.,]\d+)*")
+
+
 def _is_year(text: str) -> bool:
     return text.isdigit() and len(text) == 4 and 1000 <= int(text) <= 2099
 
@@ -79,9 +82,11 @@ def targets(piece: Piece, kind: str, language: str) -> list[Target]:
                 continue  # a citation marker, not a claim
             if tok.is_number and (seg.text[tok.end:tok.end + 1].isalpha() or seg.text[tok.start - 1:tok.start].isalpha()):
                 continue  # "20th", "1970s": a subword tokenizer would mix the swapped and kept characters
-            # A spelt-out number ("five") is a number token too, but only digits can be rewritten.
-            if kind == "number" and tok.is_number and surface[0].isdigit() and not _is_year(surface):
-                found.append(Target(s, tok.start, tok.end))
+            # Only digits can be rewritten: a number token may be spelt out ("five") or carry its
+            # scale word ("7 million"), whose digits alone are the target.
+            digits = DIGITS.match(surface)
+            if kind == "number" and tok.is_number and digits and not _is_year(digits.group(0)):
+                found.append(Target(s, tok.start, tok.start + digits.end()))
             elif kind == "date" and (_is_year(surface) or surface in MONTHS[language]
                                      or surface.lower() in MONTHS[language]):
                 found.append(Target(s, tok.start, tok.end))

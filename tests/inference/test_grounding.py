@@ -40,11 +40,26 @@ def _assert_chunks_cover(context: str, chunks, max_words: int) -> None:
     for chunk in chunks:
         assert chunk.text == context[chunk.start:chunk.end] and chunk.text == chunk.text.strip()
         assert 1 <= len(chunk.text.split()) <= max_words
-        assert chunk.stems == frozenset(content_stems(chunk.text))
+        # A token belongs to the chunk it starts in: a number and its scale word cut apart by a
+        # chunk boundary ("7 | million") are one claim, kept whole in the first chunk.
+        tokens = tokenize(context)
+        starting_here = [t for t in tokens if chunk.start <= t.start < chunk.end]
+        assert chunk.stems == frozenset(t.stem for t in starting_here if not t.is_stopword)
+        if not any(t.start < chunk.end and t.end > chunk.start and not chunk.start <= t.start < t.end <= chunk.end
+                   for t in tokens):  # no token cut by this chunk's edges
+            assert chunk.stems == frozenset(content_stems(chunk.text))
     # Every word of the context lies inside exactly one chunk.
     for word in re.finditer(r"\S+", context):
         inside = [c for c in chunks if c.start <= word.start() and word.end() <= c.end]
         assert len(inside) == 1, word.group(0)
+
+
+def test_a_number_cut_from_its_scale_word_by_a_chunk_boundary_counts_once_in_the_first_chunk():
+    context = "Sales reached 7 million units."
+    first, second = context_chunks(context, 3)
+    assert (first.text, second.text) == ("Sales reached 7", "million units.")
+    assert "7000000" in first.stems and "7" not in first.stems
+    assert second.stems == frozenset({"unit"})
 
 
 @pytest.mark.parametrize("max_words", [CHUNK_WORDS, 12, 5, 1])

@@ -51,3 +51,23 @@ def test_a_number_swapped_in_words_is_an_unsupported_number():
     assert swapped.unsupported_numbers == ("пять",) and swapped.support <= 0.3
     restated, = sentence_support("На роутер X200 действует гарантия сроком 2 года.", context)
     assert restated.unsupported_numbers == () and restated.support > 0.6
+
+
+@pytest.mark.parametrize("variants, stem", [
+    (["1.5 million", "1,500,000", "1500000"], "1500000"),
+    (["67 млн", "67 миллионов", "шестьдесят семь миллионов", "67000000"], "67000000"),
+    (["3,5 тыс", "3500"], "3500"),
+])
+def test_one_number_written_several_ways_is_one_stem(variants, stem):
+    assert [[s for _, s, _ in numbers(v)] for v in variants] == [[stem]] * len(variants)
+
+
+def test_a_number_with_its_scale_word_is_one_token_and_a_bare_number_stays_itself():
+    assert numbers("В 2020 году там жили 67 млн человек.") == [("2020", "2020", "2020"), ("67 млн", "67000000", "67 млн")]
+
+
+def test_a_rescaled_number_is_supported_by_its_other_spelling():
+    supported, = sentence_support("The city has 1.5 million residents.", "About 1,500,000 residents live in the city.")
+    assert supported.unsupported_numbers == ()
+    wrong, = sentence_support("The city has 2.5 million residents.", "About 1,500,000 residents live in the city.")
+    assert wrong.unsupported_numbers == ("2.5 million",)

@@ -123,12 +123,12 @@ def test_answers_keep_to_the_word_budget(items):
 
 
 def test_a_number_swap_targets_digits_not_numbers_spelt_out():
-    # "five" reads as a number (inference/number_words.py), but only digits can be rewritten.
+    # "five" and "7 million" read as numbers (inference/number_words.py), but only digits can be rewritten.
     import random
 
     from autovalidators.data_prep.fact_spans.perturb import Segment, new_number, targets
 
-    text = "The plan costs 40 dollars for five users."
+    text = "The plan costs 40 dollars for five users, 7 million in all."
     found = targets((Segment(text, SpanLabel.FACT),), "number", "en")
-    assert [text[t.start:t.end] for t in found] == ["40"]
+    assert [text[t.start:t.end] for t in found] == ["40", "7"]
     assert new_number("40", random.Random(0)).isdigit()
