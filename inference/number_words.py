@@ -55,6 +55,11 @@ _SCALES = _forms({
     1_000_000_000: "billion миллиард миллиарда миллиардов миллиарду миллиардом миллиарде миллиардам млрд",
 })
 _VALUES = {**_EN, **_RU}
+# Longer runs are lists or noise, not one number ("two hundred and fifty-three thousand four hundred
+# and twelve" is 11 words); and a bound keeps "hundred hundred hundred…" from building an integer
+# too long to print. Written numbers longer than this are left as they are.
+MAX_RUN_WORDS = 16
+MAX_SCALED_DIGITS = 30
 SCALE_WORDS = frozenset(_SCALES)
 _ONE = {form for form, value in _VALUES.items() if value == 1}
 
@@ -68,7 +73,7 @@ def number_value(words: Sequence[str]) -> int | None:
     """The value of a run of number words ("two", "hundred", "fifty" -> 250), or None when the run
     claims no number: "one"/"один" alone, scale words alone, or a word that is not a number."""
     parts = [part for word in words for part in word.split("-")]
-    if not parts or any(part not in _VALUES and part not in _SCALES for part in parts):
+    if not parts or len(parts) > MAX_RUN_WORDS or any(part not in _VALUES and part not in _SCALES for part in parts):
         return None
     counted = [part for part in parts if part in _VALUES]
     if not counted or (len(parts) == 1 and parts[0] in _ONE):
@@ -88,7 +93,7 @@ def number_value(words: Sequence[str]) -> int | None:
 def scaled(number: str, scale_word: str) -> str | None:
     """The canonical stem of a written number times its scale word ("1.5", "million" -> "1500000"),
     or None when `scale_word` is not one. `number` is a normalised number stem ("1.5", "1000")."""
-    if scale_word not in _SCALES:
+    if scale_word not in _SCALES or len(number) > MAX_SCALED_DIGITS:
         return None
     try:
         value = Decimal(number) * _SCALES[scale_word]

@@ -71,3 +71,12 @@ def test_a_rescaled_number_is_supported_by_its_other_spelling():
     assert supported.unsupported_numbers == ()
     wrong, = sentence_support("The city has 2.5 million residents.", "About 1,500,000 residents live in the city.")
     assert wrong.unsupported_numbers == ("2.5 million",)
+
+
+def test_adversarial_runs_are_left_as_words_instead_of_building_huge_integers():
+    # "hundred" x 3,000 would be 10**6000, past Python's int-to-str limit; a 6,000-digit number
+    # times a million likewise. Both stay as they were written, and nothing is lost.
+    words = tokenize("hundred " * 3000 + "five")
+    assert len(words) == 3001 and not any(t.is_number and t.text.startswith("hundred") for t in words)
+    huge = "1" * 6000
+    assert [(t.stem, t.is_number) for t in tokenize(huge + " million")] == [(huge, True), ("million", False)]
