@@ -116,27 +116,30 @@ def average_runs(spec: TaskSpec, runs: Sequence[Path], to: Path, train: TrainCon
         return spec.metrics(predict_logits(model, dev_features, train.eval_batch_size), dev_records)
 
     metric = metric or spec.main_metric
-    scores = []
+    own_metrics = []
     for run, state in zip(runs, states):
-        values = dev_metrics(state)
-        if metric not in values:
-            raise AverageError(f"--metric {metric!r} is not a dev metric of {spec.name} ({', '.join(sorted(values))})")
-        scores.append(values[metric])
-        logger.info("ingredient %s: dev %s %.4f", run, metric, scores[-1])
+        own_metrics.append(dev_metrics(state))
+        if metric not in own_metrics[-1]:
+            raise AverageError(f"--metric {metric!r} is not a dev metric of {spec.name} "
+                               f"({', '.join(sorted(own_metrics[-1]))})")
+        logger.info("ingredient %s: dev %s %.4f", run, metric, own_metrics[-1][metric])
+    scores = [values[metric] for values in own_metrics]
     order = sorted(range(len(runs)), key=lambda i: -scores[i]) if greedy else list(range(len(runs)))
     kept = [order[0]] if greedy else list(order)
-    soup_score = scores[order[0]]
+    soup_metrics = own_metrics[order[0]]  # greedy: the soup's dev metrics so far (already measured)
     tried: dict[int, float] = {}
     if greedy:
         for index in order[1:]:
-            tried[index] = dev_metrics(mean_state([states[i] for i in kept + [index]]))[metric]
-            keep = tried[index] >= soup_score
+            candidate = dev_metrics(mean_state([states[i] for i in kept + [index]]))
+            tried[index] = candidate[metric]
+            keep = tried[index] >= soup_metrics[metric]
             logger.info("add %s: soup dev %s %.4f (%s)", runs[index], metric, tried[index], "kept" if keep else "left out")
             if keep:
                 kept.append(index)
-                soup_score = tried[index]
+                soup_metrics = candidate
     final_state = mean_state([states[i] for i in kept])
-    final_metrics = dev_metrics(final_state)
+    # A greedy soup was measured when its last ingredient went in; a uniform one not yet.
+    final_metrics = soup_metrics if greedy else dev_metrics(final_state)
 
     best = to / "best"
     best.mkdir(parents=True, exist_ok=True)

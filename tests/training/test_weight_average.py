@@ -49,9 +49,16 @@ def test_uniform_average_is_the_element_wise_mean_and_lists_its_ingredients(tiny
     assert json.loads((tmp_path / "soup" / "best" / "run.json").read_text()) == record
 
 
-def test_greedy_keeps_the_best_ingredient_first_and_never_ends_below_it(tiny_run, second_run, tmp_path):
+def test_greedy_keeps_the_best_ingredient_first_and_never_ends_below_it(tiny_run, second_run, tmp_path, monkeypatch):
+    from autovalidators.training import weight_average
+
     config, first = tiny_run
+    passes = []
+    measure = weight_average.predict_logits
+    monkeypatch.setattr(weight_average, "predict_logits", lambda *a, **k: passes.append(1) or measure(*a, **k))
     record = average_runs(SPEC, [first, second_run], tmp_path / "soup", config.train, greedy=True)
+    # One dev pass per ingredient and one per soup tried; the chosen soup is not measured again.
+    assert len(passes) == 2 + 1
     metric = f"dev_{SPEC.main_metric}"
     ingredients = record["weight_average"]["ingredients"]
     best = max(ingredients, key=lambda i: i[metric])
@@ -60,6 +67,8 @@ def test_greedy_keeps_the_best_ingredient_first_and_never_ends_below_it(tiny_run
     assert other["soup_dev_when_added"] is not None
     assert other["kept"] == (other["soup_dev_when_added"] >= best[metric])
     assert record["dev_metrics"][SPEC.main_metric] >= best[metric] - 1e-9
+    kept_soup = other["soup_dev_when_added"] if other["kept"] else best[metric]
+    assert record["dev_metrics"][SPEC.main_metric] == pytest.approx(kept_soup)
 
 
 def test_the_averaged_run_exports_and_its_manifest_records_the_ingredients(tiny_run, second_run, tmp_path):
