@@ -17,7 +17,8 @@ import snowballstemmer
 from .number_words import SCALE_WORDS, is_number_word, number_value, scaled
 
 # A number keeps its inner separators ("1,000", "3.5", "2027"); a word is any run of letters/digits.
-_TOKEN = re.compile(r"\d+(?:[.,]\d+)*|[^\W\d_]+(?:['’-][^\W\d_]+)*|\d+", re.UNICODE)
+WRITTEN_NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
+_TOKEN = re.compile(WRITTEN_NUMBER.pattern + r"|[^\W\d_]+(?:['’-][^\W\d_]+)*|\d+", re.UNICODE)
 _CYRILLIC = re.compile(r"[\u0400-\u04FF]")
 # Sentence ends: . ! ? … followed by space and an upper-case letter, digit or quote; or a newline.
 _SENTENCE_END = re.compile(r"(?<=[.!?…])\s+(?=[\"«(\[]?[A-ZА-ЯЁ0-9])|\n+")

@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass, replace
 from typing import Sequence
 
-from autovalidators.inference.text import tokenize
+from autovalidators.inference.text import WRITTEN_NUMBER, tokenize
 
 from .schema import SpanLabel
 
@@ -34,9 +34,6 @@ MONTHS = {
 PARENTHETICAL = re.compile(r"\s*\([^()]*\)")
 # Wikipedia citation markers ("[11]", "[citation needed]"): no model answer carries them.
 CITATION = re.compile(r"\[(?:\d{1,3}|[^\[\]\d]{1,40})\]")
-
-
-DIGITS = re.compile(r"\d+(?:[.,]\d+)*")
 
 
 def _is_year(text: str) -> bool:
@@ -84,7 +81,7 @@ def targets(piece: Piece, kind: str, language: str) -> list[Target]:
                 continue  # "20th", "1970s": a subword tokenizer would mix the swapped and kept characters
             # Only digits can be rewritten: a number token may be spelt out ("five") or carry its
             # scale word ("7 million"), whose digits alone are the target.
-            digits = DIGITS.match(surface)
+            digits = WRITTEN_NUMBER.match(surface)
             if kind == "number" and tok.is_number and digits and not _is_year(digits.group(0)):
                 found.append(Target(s, tok.start, tok.start + digits.end()))
             elif kind == "date" and (_is_year(surface) or surface in MONTHS[language]
