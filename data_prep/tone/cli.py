@@ -199,7 +199,9 @@ def label_distill(
         console.print(f"[yellow]skipped[/yellow] {line}")
     scored = ", ".join(f"{name}: {n}" for name, n in report.teachers.items())
     console.print(f"wrote {output}: {report.softened} of {report.records} records softened "
-                  f"({report.gold_only} read by no teacher keep their gold targets; scored per teacher: {scored})")
+                  f"({report.gold_only} read by no teacher keep their gold targets, "
+                  f"{report.records - report.softened - report.gold_only} hold no softened label; "
+                  f"scored per teacher: {scored})")
     if report.bad_lines:
         console.print(f"[red]{len(report.bad_lines)} bad line(s) skipped[/red]")
         raise typer.Exit(code=1)

@@ -96,7 +96,8 @@ def distill_records(records: Sequence[dict], teachers: Sequence[Teacher], weight
             report.gold_only += 1
             continue
         out.append(soften(record, {label: total[label] / count[label] for label in total}, weight, labels))
-        report.softened += 1
+        # Counted when a target moved: under --labels a record may hold none of the softened labels.
+        report.softened += out[-1]["labels"] != record["labels"]
     return out, report
 
 

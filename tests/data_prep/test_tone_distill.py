@@ -101,9 +101,11 @@ def test_cli_without_a_teacher_model_is_a_clear_error(tmp_path):
 
 
 def test_labels_limits_the_softening_and_the_others_keep_gold():
-    out, _ = distill_records([record("you idiot", toxicity=1, insult=1)], [teacher("t", 0.2)], weight=0.5,
-                             labels=["toxicity"])
+    out, report = distill_records([record("you idiot", toxicity=1, insult=1), record("plain", insult=0)],
+                                  [teacher("t", 0.2)], weight=0.5, labels=["toxicity"])
     assert out[0]["labels"] == {"toxicity": 0.6, "insult": 1}
+    assert out[1]["labels"] == {"insult": 0}  # no toxicity target to soften: not counted as softened
+    assert (report.softened, report.gold_only, report.records) == (1, 0, 2)
 
 
 def test_cli_refuses_a_label_no_teacher_scores(tmp_path):
