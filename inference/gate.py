@@ -34,6 +34,7 @@ class Gate:
         instances: dict[str, Validator] | None = None,
         judge: Any | None = None,
         abstention: AbstentionDetector | None = None,
+        threads: int | None = None,
     ):
         """
         Args:
@@ -45,6 +46,8 @@ class Gate:
                 the local decision's confidence is below `judge.uncertain_below_confidence`.
             abstention: a ready abstention detector (default: the model in `<models_dir>/abstention/`,
                 else the phrase list). It decides `abstains` for every abstention rule of the policy.
+            threads: onnxruntime intra-op threads per model call (default: AUTOVALIDATORS_THREADS or
+                all cores); a server running several calls at once sets calls x threads <= cores.
         """
         self.config = config or load_gate_config()
         names = list(validators or self.config.validators)
@@ -54,10 +57,11 @@ class Gate:
         models_dir = models_dir or self.config.models_dir
         instances = instances or {}
         self.validators: dict[str, Validator] = {
-            name: instances.get(name) or load_validator(name, models_dir, embeddings=self.config.heuristics.embeddings)
+            name: instances.get(name) or load_validator(name, models_dir, embeddings=self.config.heuristics.embeddings,
+                                                        threads=threads)
             for name in names
         }
-        self.abstention: AbstentionDetector = abstention or load_abstention(models_dir)
+        self.abstention: AbstentionDetector = abstention or load_abstention(models_dir, threads=threads)
         self.judge = judge
 
     @classmethod

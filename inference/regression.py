@@ -58,8 +58,9 @@ class RegressionRules(StrictModel):
     fail_on_score_shift: bool = False
     # Cases in the baseline that the new run lacks (removed, or now a bad record) could hide a flip.
     fail_on_missing: bool = True
-    # Scores that moved beyond their tolerance allowed before failing; None = report only.
-    max_score_deltas: int | None = Field(None, ge=0)
+    # Scores that moved beyond their tolerance allowed before failing (default none: a score that
+    # drifts past its tolerance is a regression even when no decision flips); None = report only.
+    max_score_deltas: int | None = Field(0, ge=0)
 
 
 class RegressionConfig(StrictModel):

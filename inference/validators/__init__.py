@@ -19,9 +19,9 @@ HEURISTICS: dict[str, Callable[[], Validator]] = {
     "qa_relevance": HeuristicQARelevance,
     "tone": HeuristicTone,
 }
-# task name in a manifest -> factory(folder, manifest) for the ONNX validator of that task.
-# Each trained validator module registers itself here on import (see register_onnx_validator).
-ONNX_FACTORIES: dict[str, Callable[[Path, Manifest], Validator]] = {}
+# task name in a manifest -> factory(folder, manifest, threads=None) for the ONNX validator of that
+# task. Each trained validator module registers itself here on import (see register_onnx_validator).
+ONNX_FACTORIES: dict[str, Callable[..., Validator]] = {}
 
 
 def register_onnx_validator(task: str):
@@ -31,10 +31,12 @@ def register_onnx_validator(task: str):
     return decorator
 
 
-def load_validator(name: str, models_dir: str | Path | None = None, *, embeddings: str = "off") -> Validator:
+def load_validator(name: str, models_dir: str | Path | None = None, *, embeddings: str = "off",
+                   threads: int | None = None) -> Validator:
     """The trained validator `name` from `models_dir` (verified by sha256), else its heuristic.
 
     `embeddings` ("off", "auto", "required") lets the fallback relevance score use MiniLM embeddings.
+    `threads`: onnxruntime intra-op threads per call (default: AUTOVALIDATORS_THREADS or all cores).
     A model folder that exists but fails verification is an error, not a silent fallback: a
     tampered or half-copied model must not quietly turn into a heuristic in production.
     """
@@ -52,7 +54,7 @@ def load_validator(name: str, models_dir: str | Path | None = None, *, embedding
     _import_onnx_validators()
     if manifest.task not in ONNX_FACTORIES:
         raise ValueError(f"{folder}: manifest task {manifest.task!r} has no runtime validator")
-    return ONNX_FACTORIES[manifest.task](folder, manifest)
+    return ONNX_FACTORIES[manifest.task](folder, manifest, threads=threads)
 
 
 def _import_onnx_validators() -> None:

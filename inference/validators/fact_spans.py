@@ -252,5 +252,5 @@ def _window(parts_per_case: Sequence[list[AnswerPart]], key: tuple[int, int, int
 
 
 @register_onnx_validator("fact_spans")
-def _fact_spans(folder: Path, manifest: Manifest) -> FactSpanValidator:
-    return FactSpanValidator(folder, manifest)
+def _fact_spans(folder: Path, manifest: Manifest, *, threads: int | None = None) -> FactSpanValidator:
+    return FactSpanValidator(folder, manifest, threads=threads)

@@ -303,5 +303,5 @@ def _notes(context: ContextIndex) -> tuple[str, ...]:
 
 
 @register_onnx_validator(TASK)
-def _grounding_fact_spans(folder: Path, manifest: Manifest) -> GroundingFactSpans:
-    return GroundingFactSpans.from_folder(folder, manifest)
+def _grounding_fact_spans(folder: Path, manifest: Manifest, *, threads: int | None = None) -> GroundingFactSpans:
+    return GroundingFactSpans.from_folder(folder, manifest, threads=threads)

@@ -11,10 +11,10 @@ from .tone import ToneValidator
 
 
 @register_onnx_validator("qa_relevance")
-def _qa_relevance(folder: Path, manifest: Manifest) -> QARelevanceValidator:
-    return QARelevanceValidator(folder, manifest)
+def _qa_relevance(folder: Path, manifest: Manifest, *, threads: int | None = None) -> QARelevanceValidator:
+    return QARelevanceValidator(folder, manifest, threads=threads)
 
 
 @register_onnx_validator("tone")
-def _tone(folder: Path, manifest: Manifest) -> ToneValidator:
-    return ToneValidator(folder, manifest)
+def _tone(folder: Path, manifest: Manifest, *, threads: int | None = None) -> ToneValidator:
+    return ToneValidator(folder, manifest, threads=threads)

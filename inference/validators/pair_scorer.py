@@ -10,18 +10,22 @@ from tokenizers import Tokenizer
 
 from ..onnx_session import OnnxSession
 
-# Rows per onnxruntime call for the 128-token encoders. Measured on this 2-core AVX2 CPU with the
-# int8 grounding cross-encoder over 212 RAGTruth cases: 32 rows peak at 432 MB RSS and take 55 ms
-# per case, 8 rows 208 MB and 40 ms (the int8 kernels' buffers grow with the batch, and the batch
-# gains no speed on 2 cores).
-DEFAULT_BATCH = 8
+# Rows per onnxruntime call for the encoders: one, unpadded. Why: the shipped graphs are dynamic
+# int8, which picks one activation scale per tensor per call, so with several rows a pair's score
+# moved with its batch-mates and their padding (up to 0.11 on a gate score, 3 decisions in 60
+# RAGTruth cases alone vs batched). One row per call makes a score a function of the pair alone,
+# at ~9% of batched CPU time (`tests/inference/test_determinism.py` holds it; 8 rows per call:
+# 100 ms per RAGTruth case through the whole gate, 1 row: 109 ms, 2 threads). Larger values are
+# for fp32 graphs in benchmarks, where padding is masked exactly.
+DEFAULT_BATCH = 1
 
 
 class PairScorer:
     """P(positive label) of a sentence-pair cross-encoder for (first, second) text pairs.
 
-    Pairs are length-sorted and padded per batch with padding masked, so an fp32 model's score of
-    a pair does not depend on its batch-mates.
+    With the default of one pair per call, a pair's score depends on the pair alone (not on its
+    batch-mates, their order or the thread count); with `batch_size` > 1 pairs are length-sorted
+    and padded per call, which only an fp32 graph keeps exact.
     """
 
     def __init__(self, model_path: str | Path, tokenizer_path: str | Path, *, max_length: int, positive: int = 1,

@@ -45,10 +45,9 @@ def calibrate(probability: float, threshold: float) -> float:
 
 
 class QARelevanceValidator:
-    """Batched pair scoring. Batches are length-sorted and padded per chunk, and padding is masked,
-    so an fp32 model's scores do not depend on the batch a case lands in. A dynamic-int8 model
-    picks one activation scale per tensor, i.e. per batch, so its scores can move by quantisation
-    noise (measured ~1e-4, bounded at 2e-3 in the tests) with a pair's batch-mates."""
+    """Pair scoring, batch in, list out. Each pair runs as its own unpadded call by default (the
+    dynamic-int8 graph picks one activation scale per call), so a case's score does not depend on
+    its batch-mates, order or thread count (see `pair_scorer.DEFAULT_BATCH`)."""
 
     def __init__(self, folder: str | Path, manifest: Manifest, *, batch_size: int = DEFAULT_BATCH,
                  threads: int | None = None,

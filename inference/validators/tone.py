@@ -65,8 +65,9 @@ def split_windows(ids: Sequence[int], max_length: int, stride: int, cls_id: int,
 
 
 class ToneValidator:
-    """Batched multi-label tone scoring; scores do not depend on the batch a text lands in (padding
-    is masked), which the tests check."""
+    """Multi-label tone scoring, batch in, list out. Each window runs as its own unpadded call by
+    default (dynamic int8 scales activations per call), so a text's scores do not depend on its
+    batch-mates, order or thread count (`tests/inference/test_determinism.py`)."""
 
     def __init__(self, folder: str | Path, manifest: Manifest, *, batch_size: int = DEFAULT_BATCH,
                  threads: int | None = None,
@@ -117,7 +118,7 @@ class ToneValidator:
                 for e in encodings]
 
     def window_probabilities(self, windows: Sequence[list[int]]) -> np.ndarray:
-        """(n_windows, n_labels) sigmoid probabilities; length-sorted batches padded per chunk."""
+        """(n_windows, n_labels) sigmoid probabilities; `batch_size` windows per call (default one)."""
         result = np.zeros((len(windows), len(self.labels)), dtype=np.float64)
         order = sorted(range(len(windows)), key=lambda i: len(windows[i]))
         for start in range(0, len(order), self.batch_size):
