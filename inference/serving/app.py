@@ -1,8 +1,10 @@
-"""The HTTP service: `POST /v1/validate`, `GET /v1/models`, `GET /healthz`, OpenAPI docs.
+"""The HTTP service: `POST /v1/validate`, `GET /v1/models`, `GET /healthz`, `GET /metrics`, docs.
 
-One Gate per process, built before the first request and shared by a small thread pool
-(onnxruntime sessions are thread-safe; the heuristics hold no state). Every limit in
-`configs/serve.yaml` is answered with a 4xx JSON error, never a 500 or a hang:
+One Gate per process, built before the first request. Requests do not call it themselves: their
+cases join a bounded queue (`scheduler.BatchingScheduler`) whose few executor threads gather
+concurrent requests into one `validate_batch` call, so at most `executors` calls run at once and
+the cores are not oversubscribed. Every limit in `configs/serve.yaml` is answered at once with a
+JSON error, never a 500 or a hang:
 
 | breach | status | error.code |
 |---|---|---|
@@ -12,11 +14,14 @@ One Gate per process, built before the first request and shared by a small threa
 | batch over `max_batch_size` | 413 | batch_too_large |
 | one case with a bad field or an over-long text | 422 | invalid_case |
 | body neither a case nor `{"cases": [...]}` | 422 | invalid_body |
-| body read + validation over `request_timeout_s` | 408 | timeout |
-| more than `max_in_flight` requests validating | 429 | busy |
+| body not received within `request_timeout_s` | 408 | timeout |
+| queue full, or its estimated wait past `request_timeout_s` | 503 + Retry-After | overloaded |
+| still queued at `request_timeout_s` (dropped unstarted) | 503 + Retry-After | overloaded |
 
-In a batch, a bad record gets the CLI's error record in its place and the rest is validated.
-Needs the `serve` extra (fastapi, uvicorn).
+A 503 is answered before any work is done. Admitted work that has started always finishes; a
+client that disconnects while its request is queued frees its place. In a batch, a bad record
+gets the CLI's error record in its place and the rest is validated. Needs the `serve` extra
+(fastapi, uvicorn, prometheus-client).
 """
 
 from __future__ import annotations
@@ -29,13 +34,12 @@ import logging
 import os
 import threading
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Iterator
 
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from fastapi.security import APIKeyHeader
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -44,8 +48,10 @@ from ..config import load_gate_config
 from ..gate import Gate
 from ..manifest import MANIFEST_NAME, ManifestError, load_manifest
 from ..validators import DEFAULT_MODELS_DIR
-from .config import ServeConfig, load_serve_config
+from .config import ServeConfig, load_serve_config, resolve_threads
+from .metrics import ServiceMetrics
 from .requests import ERROR_SCHEMA, ApiError, case_error_body, decode_json, parse_request, request_schema
+from .scheduler import BatchingScheduler, Expired, Job, Overloaded, retry_after_header
 
 logger = logging.getLogger(__name__)
 
@@ -60,45 +66,6 @@ class SafeJSONResponse(JSONResponse):
         return json.dumps(content, ensure_ascii=True, allow_nan=False, separators=(",", ":")).encode("ascii")
 
 
-class ValidationPool:
-    """Runs Gate calls on a fixed thread pool and refuses work beyond `max_in_flight`.
-
-    A slot is held until the worker is really done (not when the request gives up), so timed-out
-    work still counts against the limit and a flood of slow requests gets 429s, not a backlog.
-    """
-
-    def __init__(self, gate: Gate, *, threads: int, max_in_flight: int, chunk_size: int):
-        self.gate = gate
-        self.chunk_size = chunk_size
-        self._executor = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="autovalidators-serve")
-        self._slots = threading.BoundedSemaphore(max_in_flight)
-        self._max_in_flight = max_in_flight
-
-    def submit(self, cases: list[Case], cancel: threading.Event) -> Future:
-        if not self._slots.acquire(blocking=False):
-            raise ApiError(429, "busy", f"{self._max_in_flight} requests are already being validated; retry shortly",
-                           headers={"Retry-After": "1"})
-        try:
-            future = self._executor.submit(self._run, cases, cancel)
-        except BaseException:
-            self._slots.release()
-            raise
-        # Fires on completion and on cancellation of a queued call alike, so no slot leaks.
-        future.add_done_callback(lambda _: self._slots.release())
-        return future
-
-    def _run(self, cases: list[Case], cancel: threading.Event) -> list[dict[str, Any]] | None:
-        results: list[dict[str, Any]] = []
-        for start in range(0, len(cases), self.chunk_size):
-            if cancel.is_set():  # the request timed out: stop spending CPU on an answer nobody reads
-                return None
-            results.extend(r.to_dict() for r in self.gate.validate_batch(cases[start:start + self.chunk_size]))
-        return results
-
-    def shutdown(self) -> None:
-        self._executor.shutdown(wait=False, cancel_futures=True)
-
-
 def resolve_api_key(config: ServeConfig) -> str | None:
     """The key from the env var the config names; a named but empty variable is an error (fail closed)."""
     if not config.api_key_env:
@@ -110,8 +77,9 @@ def resolve_api_key(config: ServeConfig) -> str | None:
     return key
 
 
-def build_gate(config: ServeConfig) -> Gate:
-    """The process's one Gate, from the service config's gate policy, validators and models_dir."""
+def build_gate(config: ServeConfig, *, threads: int | None = None) -> Gate:
+    """The process's one Gate, from the service config's gate policy, validators and models_dir;
+    `threads`: onnxruntime intra-op threads per model call."""
     gate_config = load_gate_config(config.gate_config)
     judge = None
     if gate_config.judge.enabled:
@@ -119,7 +87,8 @@ def build_gate(config: ServeConfig) -> Gate:
         from ..judge import LLMJudge
 
         judge = LLMJudge(gate_config.judge)
-    return Gate(gate_config, validators=config.validators, models_dir=config.models_dir, judge=judge)
+    return Gate(gate_config, validators=config.validators, models_dir=config.models_dir, judge=judge,
+                threads=threads)
 
 
 def describe_models(gate: Gate, models_dir: str | Path | None) -> list[dict[str, Any]]:
@@ -165,15 +134,47 @@ def _error_response(status: int, body: dict[str, Any], headers: dict[str, str] |
     return SafeJSONResponse(body, status_code=status, headers=headers)
 
 
+def _overloaded(message: str, retry_after_s: float, reason: str) -> ApiError:
+    return ApiError(503, "overloaded", message, {"reason": reason},
+                    headers={"Retry-After": retry_after_header(retry_after_s)})
+
+
+async def _client_gone(request: Request) -> None:
+    """Returns when the client disconnects (the body is already read, so the next ASGI message is
+    the disconnect)."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
+
+
+async def _wait_for(job: Job, request: Request, scheduler: BatchingScheduler) -> list[dict[str, Any]] | None:
+    """The job's results, or None when the client went away first (a queued job is then dropped)."""
+    result = asyncio.ensure_future(asyncio.wrap_future(job.future))
+    gone = asyncio.ensure_future(_client_gone(request))
+    try:
+        await asyncio.wait({result, gone}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        gone.cancel()
+    if not result.done():
+        scheduler.cancel(job)
+        result.cancel()
+        return None
+    return result.result()
+
+
 def create_app(config: ServeConfig | None = None, *, gate: Gate | None = None) -> FastAPI:
     """The FastAPI app; builds the Gate now (unless given) so a bad model fails before serving."""
     config = config or load_serve_config()
     limits = config.limits
     api_key = resolve_api_key(config)
-    gate = gate or build_gate(config)
+    executors, ort_threads = resolve_threads(config)
+    gate = gate or build_gate(config, threads=ort_threads)
     models = describe_models(gate, config.models_dir)
-    pool = ValidationPool(gate, threads=config.threads, max_in_flight=limits.max_in_flight,
-                          chunk_size=config.chunk_size)
+    scheduler = BatchingScheduler(lambda cases: [r.to_dict() for r in gate.validate_batch(cases)],
+                                  executors=executors, max_batch_cases=config.batching.max_batch_cases,
+                                  max_wait_ms=config.batching.max_wait_ms, max_queue_cases=limits.max_queue_cases)
+    metrics = ServiceMetrics(scheduler)
+    scheduler.observe = metrics.observe
+    logger.info("serving with %d executor(s) x %d onnxruntime thread(s)", executors, ort_threads)
     started = time.time()
 
     app = FastAPI(
@@ -187,8 +188,9 @@ def create_app(config: ServeConfig | None = None, *, gate: Gate | None = None) -
         default_response_class=SafeJSONResponse,
     )
     app.state.gate = gate
-    app.state.pool = pool
-    app.router.add_event_handler("shutdown", pool.shutdown)
+    app.state.scheduler = scheduler
+    app.state.metrics = metrics
+    app.router.add_event_handler("shutdown", scheduler.close)
     key_header = APIKeyHeader(name=config.api_key_header, auto_error=False,
                               description="required when the server's config names api_key_env")
 
@@ -224,9 +226,10 @@ def create_app(config: ServeConfig | None = None, *, gate: Gate | None = None) -
 
     error_responses = {status: {"description": text, "content": {"application/json": {"schema": ERROR_SCHEMA}}}
                        for status, text in ((400, "not JSON"), (401, "missing or wrong API key"),
-                                            (408, "over request_timeout_s"), (413, "body or batch too large"),
+                                            (408, "body not received within request_timeout_s"),
+                                            (413, "body or batch too large"),
                                             (422, "not a case or a batch; or one bad case"),
-                                            (429, "too many requests in flight"))}
+                                            (503, "overloaded: retry after Retry-After seconds; nothing was done"))}
 
     @app.post(
         "/v1/validate",
@@ -239,8 +242,23 @@ def create_app(config: ServeConfig | None = None, *, gate: Gate | None = None) -
                                        "content": {"application/json": {"schema": request_schema(limits)}}}},
     )
     async def validate(request: Request) -> SafeJSONResponse:
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + limits.request_timeout_s
+        began = time.monotonic()
+        try:
+            response = await _validate(request, began)
+        except ApiError as exc:
+            metrics.requests.labels(str(exc.status)).inc()
+            if exc.status == 503:
+                metrics.shed.labels(exc.extra.get("reason", "overloaded")).inc()
+            raise
+        except Exception:
+            metrics.requests.labels("500").inc()  # answered by the JSON 500 handler below
+            raise
+        metrics.requests.labels(str(response.status_code)).inc()
+        metrics.latency.observe(time.monotonic() - began)
+        return response
+
+    async def _validate(request: Request, began: float) -> SafeJSONResponse:
+        deadline = began + limits.request_timeout_s
         try:
             body = await asyncio.wait_for(_read_body(request, limits.max_body_bytes), limits.request_timeout_s)
         except asyncio.TimeoutError:
@@ -250,37 +268,57 @@ def create_app(config: ServeConfig | None = None, *, gate: Gate | None = None) -
             return _error_response(422, case_error_body(parsed.records[0]))
         cases = [r for r in parsed.records if isinstance(r, Case)]
         results: list[dict[str, Any]] = []
+        timing = ""
         if cases:
-            cancel = threading.Event()
-            future = pool.submit(cases, cancel)
             try:
-                results = await asyncio.wait_for(asyncio.wrap_future(future), max(deadline - loop.time(), 0.001))
-            except asyncio.TimeoutError:
-                cancel.set()
-                raise ApiError(408, "timeout", f"validation took over {limits.request_timeout_s:g} s; "
-                               "send fewer cases per request or raise limits.request_timeout_s") from None
+                job = scheduler.submit(cases, deadline=deadline)
+            except Overloaded as exc:
+                raise _overloaded(exc.message, exc.retry_after_s, exc.reason) from None
+            try:
+                produced = await _wait_for(job, request, scheduler)
+            except Expired as exc:
+                raise _overloaded(f"{exc}; the server is saturated, retry later", scheduler.estimated_wait_s(),
+                                  "expired") from None
+            if produced is None:  # the client is gone: nobody reads this
+                return _error_response(499, {"error": {"code": "client_closed", "message": "client disconnected"}})
+            results = produced
+            # Server-Timing (W3C): how long the cases queued, so clients and load checks can see it.
+            queued_ms = ((job.started or job.enqueued) - job.enqueued) * 1000
+            timing = f"queue;dur={queued_ms:.1f}, total;dur={(time.monotonic() - began) * 1000:.1f}"
+        headers = {"Server-Timing": timing} if timing else None
         if not parsed.batch:
-            return SafeJSONResponse(results[0])
-        produced = iter(results)
-        items = [r.to_dict() if isinstance(r, CaseError) else next(produced) for r in parsed.records]
+            return SafeJSONResponse(results[0], headers=headers)
+        produced_iter = iter(results)
+        items = [r.to_dict() if isinstance(r, CaseError) else next(produced_iter) for r in parsed.records]
         errors = sum(isinstance(r, CaseError) for r in parsed.records)
-        return SafeJSONResponse({"results": items, "errors": errors})
+        return SafeJSONResponse({"results": items, "errors": errors}, headers=headers)
 
     @app.get("/v1/models", dependencies=[Depends(require_key)], summary="The validators this server runs",
              responses={401: error_responses[401]})
     async def list_models() -> dict[str, Any]:
         return {"models": models, "fallback": sorted(m["name"] for m in models if m["kind"] == "heuristic")}
 
-    @app.get("/healthz", summary="Liveness: the Gate is built and the server answers")
+    @app.get("/healthz", summary="Liveness: the Gate is built and the server answers (also when saturated)")
     async def healthz() -> dict[str, Any]:
-        return {"status": "ok", "validators": list(gate.validators), "uptime_s": round(time.time() - started, 1)}
+        # Runs on the event loop, never behind the validation queue, so it answers under load.
+        return {"status": "ok", "validators": list(gate.validators), "uptime_s": round(time.time() - started, 1),
+                "queue_cases": scheduler.queued_cases, "in_flight_cases": scheduler.running_cases}
+
+    @app.get("/metrics", summary="Prometheus text format: queue depth, in-flight, shed, latency histograms",
+             response_class=Response)
+    async def prometheus_metrics() -> Response:
+        return Response(metrics.render(), media_type=metrics.content_type)
 
     return app
 
 
 def create_app_from_env() -> FastAPI:
     """Factory for uvicorn's worker processes: reads the config path from $AUTOVALIDATORS_SERVE_CONFIG."""
-    return create_app(load_serve_config(os.environ.get(CONFIG_ENV) or None))
+    import sys
+
+    config = load_serve_config(os.environ.get(CONFIG_ENV) or None)
+    sys.setswitchinterval(config.switch_interval_ms / 1000)  # as `serve` does in a single process
+    return create_app(config)
 
 
 @contextlib.contextmanager

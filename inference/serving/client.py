@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import json
+import time
 import urllib.error
 import urllib.request
 from typing import Any, Iterable, Mapping
@@ -26,20 +27,35 @@ class ServiceError(RuntimeError):
         self.message = message
 
 
+class _Shed(Exception):
+    """A 503 with Retry-After: the server did nothing and says when to come back."""
+
+    def __init__(self, error: ServiceError, retry_after_s: float):
+        super().__init__(str(error))
+        self.error, self.retry_after_s = error, retry_after_s
+
+
 class Client:
     """Talks to one server. Thread-safe: each call opens its own connection."""
 
     def __init__(self, base_url: str = "http://127.0.0.1:8080", *, api_key: str | None = None,
-                 api_key_header: str = "X-API-Key", timeout_s: float = 30.0, batch_size: int = 64):
+                 api_key_header: str = "X-API-Key", timeout_s: float = 30.0, batch_size: int = 64,
+                 retries: int = 3, max_retry_wait_s: float = 30.0):
         """
         Args:
             base_url: where the server listens.
             api_key: sent in `api_key_header` when the server requires a key.
             timeout_s: socket timeout per request.
             batch_size: cases per request; keep it at or below the server's `limits.max_batch_size`.
+            retries: how often a 503 (the server shedding load, nothing done) is retried after its
+                Retry-After; then ServiceError(503) is raised.
+            max_retry_wait_s: the longest Retry-After honoured in one wait.
         """
         if batch_size < 1:
             raise ValueError("batch_size must be at least 1")
+        if retries < 0:
+            raise ValueError("retries must be 0 or more")
+        self.retries, self.max_retry_wait_s = retries, max_retry_wait_s
         self.base_url = base_url.rstrip("/")
         self.timeout_s = timeout_s
         self.batch_size = batch_size
@@ -68,6 +84,16 @@ class Client:
         return self._request("GET", "/healthz")
 
     def _request(self, method: str, path: str, payload: Any = None) -> Any:
+        for attempt in range(self.retries + 1):
+            try:
+                return self._request_once(method, path, payload)
+            except _Shed as shed:
+                if attempt == self.retries:
+                    raise shed.error from None
+                time.sleep(min(shed.retry_after_s, self.max_retry_wait_s))
+        raise AssertionError("unreachable")
+
+    def _request_once(self, method: str, path: str, payload: Any = None) -> Any:
         data = None if payload is None else json.dumps(payload, ensure_ascii=False).encode("utf-8")
         headers = dict(self._headers)
         if data is not None:
@@ -85,7 +111,11 @@ class Client:
             message = error.get("message") or raw[:200].decode("utf-8", "replace")
             if error.get("field"):  # a bad case: say which field, as the CLI does
                 message = f"field '{error['field']}': {message}"
-            raise ServiceError(exc.code, error.get("code", "http_error"), message) from None
+            failure = ServiceError(exc.code, error.get("code", "http_error"), message)
+            retry_after = exc.headers.get("Retry-After", "") if exc.headers else ""
+            if exc.code == 503 and retry_after.isdigit():
+                raise _Shed(failure, float(retry_after)) from None
+            raise failure from None
         except (urllib.error.URLError, OSError) as exc:
             reason = getattr(exc, "reason", exc)
             raise ServiceError(0, "unreachable", f"{self.base_url}: {reason}") from None

@@ -6,6 +6,7 @@ The CLI loads and checks this before importing FastAPI, so a bad key is reported
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Literal
 
@@ -28,12 +29,22 @@ class ServeLimits(StrictModel):
     max_text_chars: int = Field(20_000, gt=0, description="longest question/answer, in characters")
     # All passages together; contexts are windowed by the models, so they may be longer.
     max_context_chars: int = Field(200_000, gt=0, description="longest context, all passages, in characters")
-    # Reading the body plus validating: past this the request is answered 408 and its remaining
-    # work is dropped between chunks, so a slow request can't hold the server.
-    request_timeout_s: float = Field(10.0, gt=0, description="seconds per request, body read included")
-    # Requests being validated at once, including timed-out work still finishing a chunk; beyond
-    # this the server answers 429 at once instead of queueing without bound.
-    max_in_flight: int = Field(256, gt=0, description="requests in validation at once before 429")
+    # The body must arrive within this (else 408), and the cases must *start* validating within it:
+    # a request whose estimated queue wait is longer is answered 503 + Retry-After at once, before
+    # any work; one still queued at its deadline is dropped unstarted (503). Started work finishes.
+    request_timeout_s: float = Field(10.0, gt=0, description="seconds to receive the body and start validating")
+    # Cases waiting for an executor; a request that would overflow it is answered 503 at once.
+    max_queue_cases: int = Field(64, gt=0, description="cases queued (not yet started) before 503")
+
+
+class BatchingConfig(StrictModel):
+    """How concurrent requests are gathered into one Gate call (scores never depend on it)."""
+
+    # Up to this many cases from concurrent requests go into one `validate_batch` call; a batch
+    # request larger than this runs alone, in pieces of this size.
+    max_batch_cases: int = Field(16, ge=1, description="most cases per Gate call")
+    # After taking the oldest request, an executor waits this long for more to arrive.
+    max_wait_ms: float = Field(5.0, ge=0, description="how long to gather requests into one call")
 
 
 class ServeConfig(StrictModel):
@@ -41,11 +52,17 @@ class ServeConfig(StrictModel):
 
     host: str = Field("127.0.0.1", description="address to bind; 0.0.0.0 exposes it beyond this machine")
     port: int = Field(8080, ge=0, le=65535, description="TCP port; 0 picks a free one")
-    # Each process builds its own Gate (and ONNX sessions) once; threads within it share them.
+    # Each process builds its own Gate (and ONNX sessions) once; its executors share them.
     workers: int = Field(1, ge=1, description="server processes")
-    threads: int = Field(4, ge=1, description="validation threads per process")
-    # Cases validated per Gate call inside a request; the timeout is checked between chunks.
-    chunk_size: int = Field(16, ge=1, description="cases per Gate call within one request")
+    # Gate calls running at once per process, each on a gathered batch. None = from the cores
+    # (see `resolve_threads`): executors x ort_threads x workers should not exceed the cores, or
+    # the calls fight over them and every request gets slower.
+    executors: int | None = Field(None, ge=1, description="batches validated at once per process; None = auto")
+    ort_threads: int | None = Field(None, ge=1, description="onnxruntime intra-op threads per call; None = auto")
+    batching: BatchingConfig = BatchingConfig()
+    # Python's GIL switch interval in the server process: how long an executor's Python work may
+    # hold the interpreter before the event loop (health probes, 503s) gets a turn.
+    switch_interval_ms: float = Field(1.0, gt=0, le=100, description="GIL switch interval of `serve`, ms")
     gate_config: str | None = Field(None, description="gate policy YAML; None = configs/gate.yaml")
     validators: list[Literal["fact_spans", "qa_relevance", "tone"]] | None = Field(
         None, description="validators to run; None = the gate config's list"
@@ -57,6 +74,22 @@ class ServeConfig(StrictModel):
     docs: bool = Field(True, description="serve OpenAPI docs at /docs and the spec at /openapi.json")
     limits: ServeLimits = ServeLimits()
 
+
+
+def resolve_threads(config: ServeConfig, cores: int | None = None) -> tuple[int, int]:
+    """(executors, onnxruntime threads per call) for one server process.
+
+    Default: the process's share of the cores (cores / workers) split as one executor per core
+    with one onnxruntime thread each. Measured with `benchmark serve` on 2 cores and RAGTruth-sized
+    cases (configs/serve.yaml says the numbers): two single-threaded executors beat one executor on
+    two threads, because a Gate call is part Python (tokenising, sentence features, decision) that
+    a second executor overlaps with the other's model calls.
+    """
+    cores = cores or os.cpu_count() or 1
+    share = max(1, cores // config.workers)
+    executors = config.executors or (max(1, share // config.ort_threads) if config.ort_threads else share)
+    ort_threads = config.ort_threads or max(1, share // executors)
+    return executors, ort_threads
 
 
 def load_serve_config(path: str | Path | None = None) -> ServeConfig:

@@ -192,6 +192,8 @@ class BatchingScheduler:
                 while self._queue and (not batch or size + len(self._queue[0].cases) <= self.max_batch_cases):
                     job = self._queue.popleft()
                     self._queued_cases -= len(job.cases)
+                    if job.cancelled or not job.future.set_running_or_notify_cancel():
+                        continue  # the client went away: nothing to run
                     if now > job.deadline:  # it waited past its deadline: answer it, do not run it
                         self.stats.expired += 1
                         job.future.set_exception(Expired(f"queued {now - job.enqueued:.2f} s, past its deadline"))

@@ -6,7 +6,7 @@ import logging
 from pathlib import Path
 from typing import Callable
 
-from ..manifest import MANIFEST_NAME, Manifest, load_manifest
+from ..manifest import MANIFEST_NAME, load_manifest
 from .base import VALIDATOR_NAMES, Validator, ValidatorInfo
 from .heuristic import HeuristicFactSpans, HeuristicQARelevance, HeuristicTone
 

@@ -42,6 +42,28 @@ def test_run_load_batches(base_url: str) -> None:
     assert report.errors == 0 and report.cases == 3 * report.requests
 
 
+def test_shed_requests_are_counted_apart_from_errors(tmp_path: Path) -> None:
+    # A one-case queue and one slow executor: most of 6 clients' requests are shed with 503.
+    import time
+
+    from autovalidators.inference import Gate
+    from autovalidators.inference.serving.config import ServeLimits
+    from autovalidators.inference.validators.heuristic import HeuristicTone
+
+    class SlowTone(HeuristicTone):
+        def predict(self, cases):
+            time.sleep(0.2)
+            return super().predict(cases)
+
+    config = ServeConfig(models_dir=str(tmp_path), executors=1, limits=ServeLimits(max_queue_cases=1))
+    gate = Gate(models_dir=tmp_path, instances={"tone": SlowTone()})
+    with serve_in_thread(create_app(config, gate=gate)) as url:
+        report = run_load(url, load_case_dicts(), clients=6, seconds=1.0, honor_retry_after=False)
+    assert report.shed > 0 and report.admitted > 0 and report.errors == 0 and report.timeouts == 0
+    assert report.shed + report.admitted == report.requests
+    assert report.shed_latency_ms["p99"] < 200  # refused before the 200 ms of work
+
+
 def test_refused_requests_are_errors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TEST_LOAD_KEY", "k")
     config = ServeConfig(models_dir=str(tmp_path), api_key_env="TEST_LOAD_KEY")
@@ -65,9 +87,21 @@ def test_benchmark_serve_command_starts_a_server_and_writes_json(tmp_path: Path)
     config.write_text(f"models_dir: {tmp_path / 'no-models'}\n", encoding="utf-8")
     out = tmp_path / "serve.json"
     cli._register_commands()
-    result = CliRunner().invoke(cli.app, ["benchmark", "serve", "--clients", "3", "--seconds", "1",
+    result = CliRunner().invoke(cli.app, ["benchmark", "serve", "--clients", "1,3", "--seconds", "1",
                                           "--config", str(config), "--json", str(out)])
     assert result.exit_code == 0, result.output
     report = json.loads(out.read_text(encoding="utf-8"))
-    assert report["clients"] == 3 and report["errors"] == 0 and report["requests"] > 0
-    assert report["url"].startswith("http://127.0.0.1:")
+    assert report["validate_cases_per_s"] > 0  # the single-process reference, measured first
+    assert [level["clients"] for level in report["levels"]] == [1, 3]
+    for level in report["levels"]:
+        assert level["errors"] == 0 and level["timeouts"] == 0 and level["admitted"] == level["requests"] > 0
+        assert level["url"].startswith("http://127.0.0.1:")
+        assert level["queue_wait_ms"]["p99"] >= level["queue_wait_ms"]["p50"] >= 0
+        assert 0 < level["health_ms"]["p50"] <= level["health_ms"]["max"]  # probed during the run
+    assert "one process, `validate` loop" in result.output
+
+
+def test_client_levels_are_checked() -> None:
+    cli._register_commands()
+    result = CliRunner().invoke(cli.app, ["benchmark", "serve", "--clients", "4,x"])
+    assert result.exit_code == 2 and "whole numbers" in result.output
