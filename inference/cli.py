@@ -9,22 +9,21 @@ from __future__ import annotations
 import importlib
 import json
 import logging
-import shutil
 import sys
 from importlib import resources
 from pathlib import Path
-from typing import IO, Iterable, Optional
+from typing import Optional
 
 import typer
-from rich.console import Console
 from rich.logging import RichHandler
 from rich.table import Table
 
-from .case import Case, CaseError, read_cases
+from .case import Case, read_cases
 from .config import ConfigError, load_gate_config
 from .gate import Gate
 from .manifest import ManifestError
-from .results import Decision, Result
+# Command modules print through this console: `from ..cli import app, console`.
+from .run import console, print_summary, run_validation
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Train and run validators for LLM/RAG answers.")
 # One sub-command group per pipeline stage; task modules add `autovalidators <stage> <task>`.
@@ -40,8 +39,8 @@ for _name, _sub in (("prepare", prepare_app), ("train", train_app), ("average", 
 # Modules that register commands on the apps above. They must import nothing heavy at import
 # time (torch, transformers): the command bodies import what they need.
 COMMAND_MODULES: list[str] = ["autovalidators.inference.serving.cli", "autovalidators.training.cli",
-                              "autovalidators.training.combiner_cli",
-                              "autovalidators.training.abstention_cli",
+                              "autovalidators.training.grounding.cli",
+                              "autovalidators.training.abstention.cli",
                               "autovalidators.inference.regression_cli",
                               "autovalidators.inference.evaluation.atomic_qa_cli",
                               "autovalidators.data_prep.fact_spans.cli",
@@ -49,11 +48,7 @@ COMMAND_MODULES: list[str] = ["autovalidators.inference.serving.cli", "autovalid
                               "autovalidators.data_prep.tone.cli",
                               "autovalidators.inference.reporting.cli",
                               "autovalidators.inference.batch_cli",
-                              "autovalidators.training.base_model_cli"]
-# Rich wraps at 80 columns when output is not a terminal; decisions and reasons need more.
-console = Console(stderr=True, width=max(140, shutil.get_terminal_size((140, 24)).columns))
-BATCH_SIZE = 32
-_DECISION_STYLE = {Decision.ACCEPT: "green", Decision.REVIEW: "yellow", Decision.REJECT: "bold red"}
+                              "autovalidators.training.base_models.cli"]
 
 
 def _fail(message: str) -> typer.Exit:
@@ -76,56 +71,6 @@ def _build_gate(config: Optional[Path], validators: Optional[str], models_dir: O
         return Gate(gate_config, validators=names, models_dir=models_dir, judge=llm_judge)
     except (ConfigError, ManifestError, ValueError) as exc:
         raise _fail(str(exc)) from None
-
-
-def _batches(items: Iterable[Case | CaseError], size: int) -> Iterable[list[Case | CaseError]]:
-    batch: list[Case | CaseError] = []
-    for item in items:
-        batch.append(item)
-        if len(batch) == size:
-            yield batch
-            batch = []
-    if batch:
-        yield batch
-
-
-def run_validation(gate: Gate, records: Iterable[Case | CaseError], sink: IO[str]) -> tuple[list[Result], list[CaseError]]:
-    """Validates records in batches, writing one JSON line per record in input order."""
-    results: list[Result] = []
-    errors: list[CaseError] = []
-    for batch in _batches(records, BATCH_SIZE):
-        cases = [r for r in batch if isinstance(r, Case)]
-        by_position = iter(gate.validate_batch(cases))
-        for record in batch:
-            if isinstance(record, CaseError):
-                errors.append(record)
-                sink.write(json.dumps(record.to_dict(), ensure_ascii=False) + "\n")
-            else:
-                result = next(by_position)
-                results.append(result)
-                sink.write(json.dumps(result.to_dict(), ensure_ascii=False) + "\n")
-    return results, errors
-
-
-def print_summary(results: list[Result], errors: list[CaseError], gate: Gate) -> None:
-    table = Table(title="autovalidators", show_lines=False)
-    for column in ("id", "decision", "failure", "next action", "conf"):
-        table.add_column(column, no_wrap=True)
-    table.add_column("reason", overflow="fold", ratio=1)
-    for r in results:
-        style = _DECISION_STYLE[r.decision]
-        table.add_row(r.id, f"[{style}]{r.decision.value}[/{style}]", r.failure_type.value,
-                      r.next_action.value, str(r.confidence), r.reason)
-    console.print(table)
-    counts = {d.value: sum(1 for r in results if r.decision is d) for d in Decision}
-    console.print("decisions: " + ", ".join(f"{k} {v}" for k, v in counts.items()) + f"; bad records: {len(errors)}")
-    for error in errors:
-        console.print(f"[red]bad record[/red] {error}")
-    if gate.judge is not None and gate.judge.stats:
-        console.print("LLM judge: " + ", ".join(f"{k} {v}" for k, v in sorted(gate.judge.stats.items())))
-    if gate.uses_fallback:
-        fallback = ", ".join(gate.fallbacks)
-        console.print(f"[yellow]note:[/yellow] no trained model for {fallback}; the heuristic fallback ran instead")
 
 
 @app.command()

@@ -18,7 +18,10 @@ MANIFEST_NAME = "manifest.json"
 # a description of the model, not part of it, so it is not in `files` and not verified on load;
 # the report checks its `model_sha256` against the manifest instead.
 BENCHMARK_NAME = "benchmark.json"
-UNHASHED = (MANIFEST_NAME, BENCHMARK_NAME)
+# The model card (`autovalidators card`): generated from the manifest and benchmark, and the prose
+# it is generated with. Not part of what the runtime verifies, and kept across re-exports.
+CARD_FILES = ("README.md", "card.yaml")
+UNHASHED = (MANIFEST_NAME, BENCHMARK_NAME, *CARD_FILES)
 FORMAT_VERSION = 1
 
 

@@ -3,7 +3,7 @@
 A sentence flagged by the combiner is rarely wrong from its first word to its last: RAGTruth's
 hallucination spans cover a few words ("in 2019", "the CDC"), XSumFaith's often most of a
 one-sentence summary. A small learned token model (`narrower.onnx`, trained by
-`training/narrower.py` on the span-labelled judged sets) scores every word of a flagged sentence
+`training/grounding/narrower.py` on the span-labelled judged sets) scores every word of a flagged sentence
 from the features below; words at or above the dev-chosen cut become HALLUCINATION, runs of them
 merged across at most `gap` unmarked words. The sentence's own P(unsupported) is a feature, so a
 confidently wrong sentence is marked broadly and a borderline one narrowly.

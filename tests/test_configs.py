@@ -30,7 +30,7 @@ SCHEMAS = {
     "prompts/tone_labeller_v1.yaml": "autovalidators.data_prep.tone.config:TonePrompt",
     "report.yaml": "autovalidators.inference.reporting.schema:ReportConfig",
     "quickstart_train.yaml": "autovalidators.training.quickstart.config:QuickstartTrainConfig",
-    "base_model.yaml": "autovalidators.training.e5_base:BaseModelConfig",
+    "base_model.yaml": "autovalidators.training.base_models.e5:BaseModelConfig",
     "tone_model_e5.yaml": "autovalidators.training.tasks.tone:ToneModelConfig",
     "tone_model_e5_long.yaml": "autovalidators.training.tasks.tone:ToneModelConfig",
     "tone_model_e5_12l.yaml": "autovalidators.training.tasks.tone:ToneModelConfig",
@@ -44,9 +44,9 @@ SCHEMAS = {
     "tone_model_e5_detox.yaml": "autovalidators.training.tasks.tone:ToneModelConfig",
     "tone_model_e5_olid2.yaml": "autovalidators.training.tasks.tone:ToneModelConfig",
     "tone_model_e5_len128.yaml": "autovalidators.training.tasks.tone:ToneModelConfig",
-    "abstention.yaml": "autovalidators.training.abstention:AbstentionConfig",
+    "abstention.yaml": "autovalidators.training.abstention.train:AbstentionConfig",
     "grounding.yaml": "autovalidators.training.tasks.grounding:GroundingConfig",
-    "fact_spans_combiner.yaml": "autovalidators.training.combiner:CombinerConfig",
+    "fact_spans_combiner.yaml": "autovalidators.training.grounding.combiner:CombinerConfig",
 }
 
 

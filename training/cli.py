@@ -16,7 +16,7 @@ import typer
 from autovalidators.inference.cli import average_app, benchmark_app, console, export_app, prepare_app, train_app
 from autovalidators.inference.config import ConfigError
 
-from .tasks import TASKS, get_task
+from autovalidators.training.tasks import TASKS, get_task
 
 logger = logging.getLogger(__name__)
 
@@ -32,7 +32,7 @@ def _verbose() -> None:
 
 
 def _load(task: str, config: Optional[Path]):
-    from .config import load_task_config
+    from autovalidators.training.config import load_task_config
 
     from autovalidators.inference.config import CONFIG_DIR
 
@@ -85,7 +85,7 @@ def _register(task: str) -> None:
         output_dir: Optional[str] = typer.Option(None, help="override train.output_dir"),
         max_steps: Optional[int] = typer.Option(None, help="override train.max_steps"),
     ) -> None:
-        from .trainer import train
+        from autovalidators.training.trainer import train
 
         _verbose()
         spec, task_config = _load(task, config)
@@ -107,7 +107,7 @@ def _register(task: str) -> None:
         metric: Optional[str] = typer.Option(None, help="the dev metric the greedy choice maximises (default: the "
                                                          "task's main metric, as in training)"),
     ) -> None:
-        from .weight_average import AverageError, average_runs
+        from autovalidators.training.weight_average import AverageError, average_runs
 
         _verbose()
         spec, task_config = _load(task, config)
@@ -127,7 +127,7 @@ def _register(task: str) -> None:
         to: Path = typer.Option(Path("models") / task, help="the shipped model folder to write"),
         config: Optional[Path] = typer.Option(None, help=config_help),
     ) -> None:
-        from .export import ExportError, export
+        from autovalidators.training.export import ExportError, export
 
         _verbose()
         spec, task_config = _load(task, config)
@@ -151,7 +151,7 @@ def _register(task: str) -> None:
         previous: Optional[Path] = typer.Option(None, help="another model folder of this task (the one being "
                                                             "replaced), compared on the same rows (tone)"),
     ) -> None:
-        from .benchmark import run_benchmark
+        from autovalidators.training.benchmarks.common import run_benchmark
 
         _verbose()
         spec, task_config = _load(task, config)

@@ -21,12 +21,12 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from autovalidators.inference.manifest import BENCHMARK_NAME, MANIFEST_NAME, Manifest, write_manifest
+from autovalidators.inference.manifest import BENCHMARK_NAME, CARD_FILES, MANIFEST_NAME, Manifest, write_manifest
 from autovalidators.inference.onnx_session import OnnxSession
 
-from .config import ExportConfig, TaskConfig
-from .tasks.base import TaskSpec
-from .trainer import load_records, predict_logits
+from autovalidators.training.config import ExportConfig, TaskConfig
+from autovalidators.training.tasks.base import TaskSpec
+from autovalidators.training.trainer import load_records, predict_logits
 
 logger = logging.getLogger(__name__)
 
@@ -165,12 +165,13 @@ def _parity(reference: np.ndarray, candidate: np.ndarray, config: ExportConfig) 
 
 
 def _clean_target(to: Path, dry_run: bool = False) -> None:
-    """Removes a previous export's files; refuses to touch a folder holding anything else."""
+    """Removes a previous export's files (its model card stays: regenerate it with `autovalidators
+    card`); refuses to touch a folder holding anything else."""
     if not to.exists():
         if not dry_run:
             to.mkdir(parents=True)
         return
-    strangers = [p.name for p in to.iterdir() if p.name not in SHIPPED_FILES]
+    strangers = [p.name for p in to.iterdir() if p.name not in SHIPPED_FILES and p.name not in CARD_FILES]
     if strangers:
         raise ExportError(f"{to} holds files an export did not write ({', '.join(strangers)}); "
                           "choose an empty folder or remove them")

@@ -77,7 +77,7 @@ def preflight(mode: str, work: Path) -> int:
             logger.error("GPU %s has no bf16 support; the smoke run trains in bf16", torch.cuda.get_device_name(0))
             return NO_GPU_EXIT
         device.update(gpus=torch.cuda.device_count(), name=torch.cuda.get_device_name(0))
-        from .base_models import BaseModelError, resolve_base_model
+        from autovalidators.training.base_models.registry import BaseModelError, resolve_base_model
 
         try:
             resolve_base_model("minilm")
@@ -112,7 +112,7 @@ def smoke_config(task: str, mode: str, work: Path, steps: int, *, data_root: str
     Prepared data goes to (or, with `prepared`, is read from) `<work or prepared>/<task>/`, runs to
     `<work>/runs/<task>`. In `cpu` mode `encoder` (the tiny one) replaces the base model.
     """
-    from .tasks import get_task
+    from autovalidators.training.tasks import get_task
 
     raw = yaml.safe_load((CONFIG_DIR / TASK_CONFIGS[task]).read_text(encoding="utf-8"))
     # Every prepare default written out, so that data paths left to the schema are relocated too.
@@ -149,7 +149,7 @@ def smoke_config(task: str, mode: str, work: Path, steps: int, *, data_root: str
 
 def tiny_records() -> dict[str, list[dict]]:
     """A dozen records per task, in each task's prepared format (for the CPU dry run)."""
-    from .tiny import tiny_qa_records
+    from autovalidators.training.tiny import tiny_qa_records
 
     facts = ["paris is the capital of france.", "the nile flows through egypt.", "bees make honey from nectar.",
              "the war ended in 1945."]
@@ -181,13 +181,13 @@ def write_configs(mode: str, work: Path, tasks: list[str], steps: int | None, da
     plan the shell script follows, one row per task."""
     from autovalidators.data_prep.io import write_jsonl
 
-    from .config import load_task_config
-    from .tasks import get_task
+    from autovalidators.training.config import load_task_config
+    from autovalidators.training.tasks import get_task
 
     steps = steps or (GPU_STEPS if mode == "gpu" else CPU_STEPS)
     encoder = records = None
     if mode == "cpu":
-        from .tiny import build_tiny_encoder
+        from autovalidators.training.tiny import build_tiny_encoder
 
         records = tiny_records()
         words = {w.strip(".!?,") for rows in records.values() for r in rows
@@ -236,7 +236,7 @@ def _read_json(path: Path) -> dict[str, Any] | None:
 
 def task_summary(entry: dict[str, Any], steps: dict[str, dict[str, Any]], processes: int) -> dict[str, Any]:
     """One task's row: step outcomes, throughput, dev metric and the export's checks."""
-    from .tasks import get_task
+    from autovalidators.training.tasks import get_task
 
     spec = get_task(entry["task"])
     summary: dict[str, Any] = {"task": entry["task"], "mixed_precision": entry["mixed_precision"],

@@ -27,10 +27,10 @@ import numpy as np
 from autovalidators.data_prep.io import read_jsonl
 from autovalidators.inference.manifest import sha256_of
 
-from .base_models import load_tokenizer, resolve_base_model
-from .config import TrainConfig
-from .e5_base import read_provenance
-from .tasks.base import IGNORE_INDEX, ProblemType, TaskSpec
+from autovalidators.training.base_models.registry import load_tokenizer, resolve_base_model
+from autovalidators.training.config import TrainConfig
+from autovalidators.training.base_models.e5 import read_provenance
+from autovalidators.training.tasks.base import IGNORE_INDEX, ProblemType, TaskSpec
 
 logger = logging.getLogger(__name__)
 

@@ -20,9 +20,9 @@ from typing import Any, Sequence
 
 from autovalidators.inference.manifest import sha256_of
 
-from .config import TrainConfig
-from .tasks.base import TaskSpec
-from .trainer import load_records, predict_logits
+from autovalidators.training.config import TrainConfig
+from autovalidators.training.tasks.base import TaskSpec
+from autovalidators.training.trainer import load_records, predict_logits
 
 logger = logging.getLogger(__name__)
 
@@ -90,7 +90,7 @@ def average_runs(spec: TaskSpec, runs: Sequence[Path], to: Path, train: TrainCon
     import torch
     from safetensors.torch import load_file
 
-    from .base_models import load_tokenizer
+    from autovalidators.training.base_models.registry import load_tokenizer
 
     runs = [Path(run) for run in runs]
     if len(runs) < 2:

@@ -151,7 +151,7 @@ def provenance(data: dict[str, Any], file: Path, config: SectionConfig, notes: l
 
 def tone_files(data: dict[str, Any]) -> dict[str, str]:
     """The tone benchmark names its sets ({set: rows}) and `data_dir`; the file names are
-    `training/benchmark_tone.py` `load_sets`'s."""
+    `training/benchmarks/tone.py` `load_sets`'s."""
     names = {"test": "test.jsonl", "olid": "benchmark_olid.jsonl", "ru_toxic_val": "benchmark_ru_toxic_val.jsonl"}
     folder = data.get("data_dir")
     sets = data.get("data") if isinstance(data.get("data"), dict) else {}

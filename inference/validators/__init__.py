@@ -9,6 +9,7 @@ from typing import Callable
 from ..manifest import MANIFEST_NAME, load_manifest
 from .base import VALIDATOR_NAMES, Validator, ValidatorInfo
 from .heuristic import HeuristicFactSpans, HeuristicQARelevance, HeuristicTone
+from .registry import ONNX_FACTORIES, register_onnx_validator
 
 logger = logging.getLogger(__name__)
 
@@ -19,16 +20,6 @@ HEURISTICS: dict[str, Callable[[], Validator]] = {
     "qa_relevance": HeuristicQARelevance,
     "tone": HeuristicTone,
 }
-# task name in a manifest -> factory(folder, manifest, threads=None) for the ONNX validator of that
-# task. Each trained validator module registers itself here on import (see register_onnx_validator).
-ONNX_FACTORIES: dict[str, Callable[..., Validator]] = {}
-
-
-def register_onnx_validator(task: str):
-    def decorator(factory):
-        ONNX_FACTORIES[task] = factory
-        return factory
-    return decorator
 
 
 def load_validator(name: str, models_dir: str | Path | None = None, *, embeddings: str = "off",

@@ -38,7 +38,7 @@ from ..manifest import Manifest
 from ..onnx_session import OnnxSession
 from ..results import FactSpansOutput, Span, SpanLabel
 from ..windowing import WindowPlan, aggregate_windows, build_windows, pad_batch, plain_tokenizer
-from . import register_onnx_validator
+from .registry import register_onnx_validator
 from .base import ValidatorInfo
 
 LABELS = ("FACT", "NOISE", "HALLUCINATION")

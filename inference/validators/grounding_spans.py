@@ -41,7 +41,7 @@ from ..narrowing import marked_ranges, token_features
 from ..onnx_session import OnnxSession
 from ..results import FactSpansOutput, Span, SpanLabel
 from ..text import content_stems, language_of
-from . import register_onnx_validator
+from .registry import register_onnx_validator
 from .base import ValidatorInfo
 from .heuristic import HeuristicFactSpans
 from .pair_scorer import DEFAULT_BATCH, PairScorer

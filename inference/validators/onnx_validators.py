@@ -3,7 +3,7 @@
 from pathlib import Path
 
 from ..manifest import Manifest
-from . import register_onnx_validator
+from .registry import register_onnx_validator
 from . import fact_spans  # noqa: F401  (registers FactSpanValidator for task fact_spans)
 from . import grounding_spans  # noqa: F401  (registers GroundingFactSpans for task fact_spans_grounding)
 from .qa_relevance import QARelevanceValidator

@@ -107,7 +107,7 @@ def combiner_model(tmp_path_factory):
     pytest.importorskip("skl2onnx")
     from sklearn.ensemble import GradientBoostingClassifier
 
-    from autovalidators.training.combiner import to_onnx
+    from autovalidators.training.grounding.combiner import to_onnx
 
     rng = np.random.default_rng(0)
     features = rng.random((400, len(FEATURE_NAMES))).astype(np.float32)
@@ -165,7 +165,7 @@ def narrower_path(tmp_path_factory):
     from sklearn.linear_model import LogisticRegression
 
     from autovalidators.inference.narrowing import TOKEN_FEATURE_NAMES
-    from autovalidators.training.combiner import to_onnx
+    from autovalidators.training.grounding.combiner import to_onnx
 
     rng = np.random.default_rng(0)
     rows = rng.random((300, len(TOKEN_FEATURE_NAMES))).astype(np.float32)

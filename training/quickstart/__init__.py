@@ -8,6 +8,6 @@ the bundled example cases with the fresh models -> the HTML report. Everything l
 Nothing heavy is imported here: `pipeline.run_quickstart` imports torch inside the stages.
 """
 
-from .config import QuickstartTrainConfig, load_quickstart_config
+from autovalidators.training.quickstart.config import QuickstartTrainConfig, load_quickstart_config
 
 __all__ = ["QuickstartTrainConfig", "load_quickstart_config"]

@@ -20,9 +20,9 @@ import numpy as np
 from autovalidators.data_prep.io import read_jsonl
 from autovalidators.inference.manifest import load_manifest
 
-from ..benchmark import machine, time_calls
-from ..config import TaskConfig
-from ..tasks.qa_relevance import ranking_metrics
+from autovalidators.training.benchmarks.common import machine, time_calls
+from autovalidators.training.config import TaskConfig
+from autovalidators.training.tasks.qa_relevance import ranking_metrics
 
 logger = logging.getLogger(__name__)
 
@@ -58,7 +58,7 @@ def qa_relevance(task_config: TaskConfig, model_dir: Path, run_dir: Path, thread
     """Accuracy/P/R/F1/ROC-AUC at the manifest threshold and MAP/MRR on the held-out pairs."""
     from autovalidators.inference.validators.qa_relevance import QARelevanceValidator
 
-    from ..benchmark_qa_relevance import BATCH, latency_pair, quality
+    from autovalidators.training.benchmarks.qa_relevance import BATCH, latency_pair, quality
 
     manifest, report = _header("qa_relevance", model_dir, threads)
     test_file = Path(task_config.prepare.output_dir) / "test.jsonl"
@@ -88,7 +88,7 @@ def tone(task_config: TaskConfig, model_dir: Path, run_dir: Path, threads: int, 
     """Per-label P/R/F1 and ROC-AUC (all test texts and per source) at the manifest thresholds."""
     from autovalidators.inference.validators.tone import ToneValidator
 
-    from ..benchmark_tone import BATCH, LATENCY_TEXT, predictions, quality
+    from autovalidators.training.benchmarks.tone import BATCH, LATENCY_TEXT, predictions, quality
 
     manifest, report = _header("tone", model_dir, threads)
     data_dir = Path(task_config.prepare.output_dir)
@@ -110,7 +110,7 @@ def tone(task_config: TaskConfig, model_dir: Path, run_dir: Path, threads: int, 
 
 def _fact_spans_latency(validator, max_length: int, runs: int) -> dict[str, Any]:
     """Forward-only latency, batch 1, on windows of 128 tokens and of the model's max_length."""
-    from ..benchmark_fact_spans import latency_inputs
+    from autovalidators.training.benchmarks.fact_spans import latency_inputs
 
     result = {}
     for tokens in sorted({min(128, max_length), max_length}):
@@ -127,7 +127,7 @@ def fact_spans(task_config: TaskConfig, model_dir: Path, run_dir: Path, threads:
     """Example/character P/R/F1 per source on the held-out synthetic answers."""
     from autovalidators.inference.validators.fact_spans import FactSpanValidator
 
-    from ..benchmark_fact_spans import score_group
+    from autovalidators.training.benchmarks.fact_spans import score_group
 
     manifest, report = _header("fact_spans", model_dir, threads)
     test_file = Path(task_config.prepare.out_dir) / "test.jsonl"

@@ -29,13 +29,13 @@ def run_train_quickstart(out: Path | None, base_model: str | None, steps: int | 
 
     Exit codes as elsewhere: 2 when a stage (or the config/options) could not run.
     """
-    from autovalidators.inference.cli import console as cli_console, print_summary
+    from autovalidators.inference.run import console as cli_console, print_summary
     from autovalidators.inference.config import ConfigError
 
     # Bound to the stderr of now: stages redirect sys.stderr into their logs, the bars must not follow.
     console = Console(file=sys.stderr, width=cli_console.width)
     try:
-        from .config import load_quickstart_config
+        from autovalidators.training.quickstart.config import load_quickstart_config
 
         settings = load_quickstart_config(config).with_overrides(base_model=base_model, steps=steps)
     except (ConfigError, ValueError) as exc:
@@ -53,7 +53,7 @@ def run_train_quickstart(out: Path | None, base_model: str | None, steps: int | 
                              "pip install 'autovalidators[train]'") from None
     # No hub downloads: "minilm" and local folders need none, and a hub name must already be cached.
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from autovalidators.training.base_models import BaseModelError, resolve_base_model
+    from autovalidators.training.base_models.registry import BaseModelError, resolve_base_model
 
     try:
         resolved = resolve_base_model(settings.base_model)
@@ -69,7 +69,7 @@ def run_train_quickstart(out: Path | None, base_model: str | None, steps: int | 
             raise _fail(console, f"--base-model {settings.base_model!r}: no such model folder, and not a Hugging "
                                  "Face model in the local cache (HF_HUB_OFFLINE is set); use 'minilm' or a folder")
 
-    from .pipeline import Quickstart, QuickstartError
+    from autovalidators.training.quickstart.pipeline import Quickstart, QuickstartError
 
     out.mkdir(parents=True, exist_ok=True)
     console.print(f"quickstart --train: base model {settings.base_model}, output {out}")

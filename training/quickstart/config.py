@@ -15,7 +15,7 @@ from pydantic import Field, model_validator
 from autovalidators.data_prep.fact_spans.config import SynthesisConfig
 from autovalidators.inference.config import CONFIG_DIR, StrictModel, load_config
 
-from ..config import ExportConfig, TrainConfig
+from autovalidators.training.config import ExportConfig, TrainConfig
 
 CONFIG_FILE = "quickstart_train.yaml"
 # TrainConfig keys the quickstart sets itself (base model from the top level or --base-model;

@@ -24,8 +24,8 @@ import yaml
 
 from autovalidators.data_prep.io import read_jsonl
 
-from ..config import TaskConfig, TrainConfig
-from .config import QuickstartTrainConfig, TaskSettings
+from autovalidators.training.config import TaskConfig, TrainConfig
+from autovalidators.training.quickstart.config import QuickstartTrainConfig, TaskSettings
 
 ATOMIC_QA = ("autovalidators.data_prep", "samples/atomic_qa/atomic_qa_triples.jsonl")
 TYDI_EN_200 = ("autovalidators.inference.evaluation", "data/tydiqa_goldp_en_dev_200.jsonl")

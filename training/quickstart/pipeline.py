@@ -31,7 +31,7 @@ import yaml
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
 
-from .config import QuickstartTrainConfig
+from autovalidators.training.quickstart.config import QuickstartTrainConfig
 
 logger = logging.getLogger(__name__)
 
@@ -178,7 +178,7 @@ class Quickstart:
     def prepare(self, name: str) -> None:
         from autovalidators.training.tasks import get_task
 
-        from .data import task_configs
+        from autovalidators.training.quickstart.data import task_configs
 
         self.progress.update(self.current, total=len(TASKS) + 1)
         (self.out / "quickstart_config.yaml").write_text(
@@ -227,7 +227,7 @@ class Quickstart:
             "thresholds": manifest.thresholds, "sha256": manifest.model_sha256}
 
     def benchmark(self, name: str) -> None:
-        from . import bench
+        from autovalidators.training.quickstart import bench
 
         task = name.split()[-1]
         settings = self.config.benchmark
@@ -261,7 +261,7 @@ class Quickstart:
         from autovalidators.inference.case import Case, read_cases
         from autovalidators.inference.latency import measure_gate
 
-        from .bench import COMMAND
+        from autovalidators.training.quickstart.bench import COMMAND
 
         cases = [c for c in read_cases(self._cases()) if isinstance(c, Case)]
         report = measure_gate(self._gate(), cases, repeat=self.config.benchmark.gate_repeat)
@@ -270,7 +270,7 @@ class Quickstart:
 
     def validate(self, name: str) -> None:
         from autovalidators.inference.case import read_cases
-        from autovalidators.inference.cli import run_validation
+        from autovalidators.inference.run import run_validation
 
         gate = self._gate()
         records = list(read_cases(self._cases(), max_text_chars=gate.config.input.max_text_chars))
@@ -287,7 +287,7 @@ class Quickstart:
         from autovalidators.inference.reporting.build import build_report, draw_figures, write_report
         from autovalidators.inference.reporting.schema import ReportConfig, SectionConfig
 
-        from .bench import COMMAND
+        from autovalidators.training.quickstart.bench import COMMAND
 
         benchmarks = self.out / "benchmarks"
         sections = {task: SectionConfig(file=f"{task}.json", command=COMMAND, needs_model=task) for task in TASKS}
@@ -317,7 +317,7 @@ def headline(task: str, report: dict[str, Any]) -> dict[str, Any]:
     if task == "tone":
         return {"metric": "test macro-F1", "value": shipped.get("test_all", {}).get("macro_f1"),
                 "n": report.get("data", {}).get("test")}
-    from ..benchmark_fact_spans import summarise
+    from autovalidators.training.benchmarks.fact_spans import summarise
 
     predictions = [p for group in shipped.values() for p in group.get("predictions", [])]
     overall = summarise(predictions)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import importlib
 
-from .base import TaskSpec
+from autovalidators.training.tasks.base import TaskSpec
 
 TASKS: dict[str, str] = {
     "qa_relevance": "autovalidators.training.tasks.qa_relevance:SPEC",

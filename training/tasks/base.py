@@ -25,7 +25,7 @@ if TYPE_CHECKING:  # pragma: no cover
     import torch
     from tokenizers import Tokenizer
 
-    from ..config import ExportConfig
+    from autovalidators.training.config import ExportConfig
 
 ProblemType = Literal["single_label", "multi_label", "token"]
 # The label value meaning "no label here": ignored by the loss.
@@ -56,7 +56,7 @@ class TaskSpec:
     # False when a data_prep module owns `autovalidators prepare <task>` (it then dispatches task
     # configs to `prepare_fn` itself), so one command name never has two registrations.
     generic_prepare_command: bool = True
-    # "module:function" running `autovalidators benchmark <task>`; see training/benchmark.py.
+    # "module:function" running `autovalidators benchmark <task>`; see training/benchmarks/common.py.
     benchmark: str = ""
     # The task's TaskConfig YAML under configs/ when it is not `<name>.yaml` (tone: that name holds
     # the label scheme, so its train/export config is `tone_model.yaml`).

@@ -37,8 +37,8 @@ from autovalidators.data_prep.fact_spans.config import FactSpansPrepConfig
 from autovalidators.inference.config import StrictModel
 from autovalidators.inference.validators.fact_spans import LABELS, THRESHOLD_KEY, EncodingRule, plan_case, softmax
 
-from ..config import TaskConfig
-from .base import IGNORE_INDEX, TaskSpec, best_threshold
+from autovalidators.training.config import TaskConfig
+from autovalidators.training.tasks.base import IGNORE_INDEX, TaskSpec, best_threshold
 
 logger = logging.getLogger(__name__)
 
@@ -249,7 +249,7 @@ SPEC = FactSpansSpec(
     window_stride=128,
     window_aggregation="per answer token: P(FACT) = max over windows, other labels share 1 - P(FACT) in "
                        "proportion to their window mean; answers over max_answer_tokens split into parts",
-    benchmark="autovalidators.training.benchmark_fact_spans:benchmark",
+    benchmark="autovalidators.training.benchmarks.fact_spans:benchmark",
     # configs/fact_spans.yaml is the data-prep config of `prepare fact-spans`; the token model's
     # train/export/benchmark recipe is this one. (The shipped grounding model needs no config.)
     config_file="fact_spans_model.yaml",
@@ -271,7 +271,7 @@ if __name__ == "__main__":  # pragma: no cover - `python -m autovalidators.train
     # no train mix); this entry point runs this task's `prepare` section, train_mix.jsonl included.
     import sys
 
-    from ..config import load_task_config
+    from autovalidators.training.config import load_task_config
 
     logging.basicConfig(level=logging.INFO)
     settings = load_task_config(sys.argv[1] if len(sys.argv) > 1 else "configs/fact_spans_model.yaml",

@@ -6,7 +6,7 @@ A sentence-pair cross-encoder, NLI-style (as MiniCheck, AlignScore and HHEM are)
 sentence claims of `prepare grounding`, each claim paired with its best context chunk
 (`inference.grounding`), so training sees the evidence the runtime will give it.
 
-Its score is one feature of the fact-span combiner (`training/combiner.py`), not a decision by
+Its score is one feature of the fact-span combiner (`training/grounding/combiner.py`), not a decision by
 itself: on long-form answers lexical overlap is the stronger signal and the combiner weighs both.
 """
 
@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from autovalidators.data_prep.fact_spans.grounding import GroundingPrepareConfig, prepare
 
-from ..config import TaskConfig
-from .qa_relevance import PairSpec
+from autovalidators.training.config import TaskConfig
+from autovalidators.training.tasks.qa_relevance import PairSpec
 
 THRESHOLD_KEY = "supported"
 

@@ -14,8 +14,8 @@ import numpy as np
 
 from autovalidators.data_prep.qa_relevance import QARelevancePrepareConfig, prepare
 
-from ..config import TaskConfig
-from .base import TaskSpec, best_threshold, probabilities
+from autovalidators.training.config import TaskConfig
+from autovalidators.training.tasks.base import TaskSpec, best_threshold, probabilities
 
 THRESHOLD_KEY = "relevant"
 
@@ -128,7 +128,7 @@ SPEC = QARelevanceSpec(
     prepare_fn=prepare,
     main_metric="f1",
     window_aggregation="truncate_longest_first",
-    benchmark="autovalidators.training.benchmark_qa_relevance:benchmark",
+    benchmark="autovalidators.training.benchmarks.qa_relevance:benchmark",
     extra={"input": "[CLS] question [SEP] answer [SEP]", "score": "softmax(logits)[1]",
            "threshold_rule": "chosen on dev by export.threshold_rule (default best F1)"},
 )

@@ -36,8 +36,8 @@ from pydantic import Field, PositiveInt
 
 from autovalidators.inference.config import StrictModel
 
-from ..config import TaskConfig
-from .base import MISSING_LABEL, TaskSpec, best_threshold, probabilities
+from autovalidators.training.config import TaskConfig
+from autovalidators.training.tasks.base import MISSING_LABEL, TaskSpec, best_threshold, probabilities
 
 logger = logging.getLogger(__name__)
 
@@ -298,7 +298,7 @@ SPEC = ToneSpec(
     main_metric="macro_f1",
     window_stride=16,
     window_aggregation="max",
-    benchmark="autovalidators.training.benchmark_tone:benchmark",
+    benchmark="autovalidators.training.benchmarks.tone:benchmark",
     config_file="tone_model.yaml",
     language_fallback=True,
     extra={"input": "[CLS] text [SEP]", "score": "sigmoid(logits) per label",

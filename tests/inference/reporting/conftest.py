@@ -55,7 +55,7 @@ def _label_report(labels, base: float) -> dict:
 
 
 def tone_json(rng: random.Random, data_dir: Path) -> dict:
-    """The shape `training/benchmark_tone.py` writes."""
+    """The shape `training/benchmarks/tone.py` writes."""
     labels = ("toxicity", "insult", "threat")
     quality = {"test_all": _label_report(labels, 0.61),
                "test_by_source": {"olid": _label_report(labels, 0.55), "ru_toxic": _label_report(labels[:1], 0.7)},
@@ -84,7 +84,7 @@ def tone_json(rng: random.Random, data_dir: Path) -> dict:
 
 
 def fact_spans_json(rng: random.Random, data_dir: Path) -> dict:
-    """The shape `training/benchmark_fact_spans.py` writes; texts live in `<data_dir>/heldout/*.jsonl`."""
+    """The shape `training/benchmarks/fact_spans.py` writes; texts live in `<data_dir>/heldout/*.jsonl`."""
     heldout = data_dir / "heldout"
     heldout.mkdir(parents=True, exist_ok=True)
     records, predictions = [], []

@@ -1,0 +1,1 @@
+"""The abstention classifier: does an answer decline to answer? Training (`train`) and its CLI."""

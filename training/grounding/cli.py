@@ -1,0 +1,66 @@
+"""`autovalidators train|export fact-spans-combiner`: the fact-span model's stacked combiner.
+
+Nothing heavy is imported here; command bodies import scikit-learn and onnxruntime.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from autovalidators.inference.cli import console, export_app, train_app
+from autovalidators.inference.config import CONFIG_DIR, ConfigError, load_config
+
+DEFAULT_CONFIG = CONFIG_DIR / "fact_spans_combiner.yaml"
+
+
+@train_app.command("fact-spans-combiner", help="Fit the fact-span combiner (trees over grounding features).")
+def train_combiner_command(
+    config: Path = typer.Option(DEFAULT_CONFIG, help="configs/fact_spans_combiner.yaml"),
+    cross_encoder: Optional[str] = typer.Option(None, help="override cross_encoder (a folder, or 'none')"),
+    output_dir: Optional[str] = typer.Option(None, help="override output_dir"),
+) -> None:
+    from autovalidators.data_prep.io import DataError
+
+    from autovalidators.training.grounding.combiner import CombinerConfig, train_combiner
+
+    logging.getLogger("autovalidators").setLevel(logging.INFO)
+    try:
+        settings = load_config(config, CombinerConfig)
+    except ConfigError as exc:
+        console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(code=2) from None
+    overrides: dict[str, str | None] = {}
+    if output_dir is not None:
+        overrides["output_dir"] = output_dir
+    if cross_encoder is not None:
+        overrides["cross_encoder"] = None if cross_encoder == "none" else cross_encoder
+    settings = settings.model_copy(update=overrides)
+    try:
+        summary = train_combiner(settings, config_source=str(config))
+    except (DataError, FileNotFoundError, ValueError) as exc:
+        console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(code=2) from None
+    console.print_json(json.dumps({"threshold": summary["threshold"], "span_mode": summary["span_mode"],
+                                   **{k: v for k, v in summary["metrics"].items() if k != "feature_importance"}}))
+
+
+@export_app.command("fact-spans-combiner", help="Assemble models/fact_spans from a combiner run and its cross-encoder.")
+def export_combiner_command(
+    run: Path = typer.Option(Path("runs/fact_spans_combiner"), help="the combiner's output_dir"),
+    to: Path = typer.Option(Path("models/fact_spans"), help="the model folder to write"),
+) -> None:
+    from autovalidators.inference.manifest import ManifestError
+
+    from autovalidators.training.grounding.export import export_combiner
+
+    try:
+        manifest = export_combiner(run, to)
+    except (ManifestError, FileNotFoundError, ValueError) as exc:
+        console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(code=2) from None
+    console.print(f"wrote {to}: " + ", ".join(f"{k} ({v[:12]}…)" for k, v in manifest.files.items()))
