@@ -1,4 +1,4 @@
-"""`autovalidators report`, `autovalidators prepare obedience` and `autovalidators benchmark obedience`.
+"""`autovalidators report`, `autovalidators card`, `autovalidators prepare obedience` and `autovalidators benchmark obedience`.
 
 Registered at CLI start (`inference.cli.COMMAND_MODULES`); nothing heavy is imported here:
 matplotlib, the data-prep builders and the gate load inside the command bodies.
@@ -153,3 +153,35 @@ def benchmark_obedience(
         console.print(f"[red]bad line[/red] {error}")
     if errors:
         raise typer.Exit(code=1)
+
+
+@app.command("card")
+def card(
+    names: Optional[list[str]] = typer.Argument(None, help="model folders to write, e.g. tone qa_relevance "
+                                                "(default: every folder of the models dir with a manifest.json)"),
+    models_dir: Optional[Path] = typer.Option(None, "--models-dir", help="folder of model folders (default: models/)"),
+    check: bool = typer.Option(False, "--check", help="write nothing; exit 1 naming every card that differs "
+                               "from what would be generated (for CI)"),
+) -> None:
+    """Write each model's card, models/<name>/README.md, from its manifest.json, benchmark.json and card.yaml."""
+    from ..validators import DEFAULT_MODELS_DIR
+    from .model_card import model_folders, stale_cards, write_card
+
+    try:
+        folders = model_folders(models_dir or DEFAULT_MODELS_DIR, names)
+        if check:
+            stale = stale_cards(folders)
+        else:
+            changed = {folder: write_card(folder) for folder in folders}
+    except ValueError as exc:  # ManifestError, CardError, ConfigError: each names its file
+        raise _fail(str(exc)) from None
+    if check:
+        for path in stale:
+            console.print(f"[red]stale card[/red] {path}: regenerate it with "
+                          f"`autovalidators card {path.parent.name}`")
+        if stale:
+            raise typer.Exit(code=1)
+        console.print(f"{len(folders)} card(s) up to date")
+        return
+    for folder, was_changed in changed.items():
+        console.print(f"{'wrote' if was_changed else 'unchanged'} {folder / 'README.md'}")
