@@ -19,7 +19,7 @@ from rich.table import Table
 from .cli import _fail, app, benchmark_app, console
 from .config import ConfigError, load_gate_config
 from .manifest import MANIFEST_NAME, ManifestError, load_manifest
-from .validators import DEFAULT_MODELS_DIR, VALIDATOR_NAMES
+from .validators import DEFAULT_MODELS_DIR, known_validators
 
 ENGINES = ("local", "ray")
 ERRORS_SHOWN = 10  # bad records printed in the summary; all are in the output
@@ -35,9 +35,9 @@ def default_threads(engine: str, workers: int) -> int | None:
 def check_models(names: list[str], folder: Path) -> None:
     """Unknown validator names and model folders that fail their sha256 check stop the run here,
     with the CLI's message, before workers start (there they would surface as worker tracebacks)."""
-    unknown = [n for n in names if n not in VALIDATOR_NAMES]
+    unknown = [n for n in names if n not in known_validators()]
     if unknown:
-        raise ValueError(f"unknown validator(s) {unknown}; choose from {', '.join(VALIDATOR_NAMES)}")
+        raise ValueError(f"unknown validator(s) {unknown}; choose from {', '.join(known_validators())}")
     for name in names:
         if (folder / name / MANIFEST_NAME).is_file():
             load_manifest(folder / name)

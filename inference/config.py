@@ -93,15 +93,48 @@ class InputPolicy(StrictModel):
     max_text_chars: int = Field(200_000, gt=0, description="longest question/answer accepted")
 
 
+# The built-in rules, in the seeds' order (inference/decision.py says what each does). A declared
+# check's rule is placed among them by naming it in `rule_order`.
+BUILTIN_RULES = ("unsafe_tone", "missing_abstention", "off_topic", "confident_hallucination", "invalid_score",
+                 "vague_ungrounded", "poor_retrieval", "incomplete", "disagreement")
+SNAKE = r"^[a-z][a-z0-9_]*$"
+
+
+class DeclaredCheck(StrictModel):
+    """A check on any validator's output, declared in the gate config alone (no code).
+
+    Its score is the validator output's `field` (1 - it when `invert`); it applies when the
+    output's `applies` is true and every `applies_when` condition holds; when it fails (and is
+    required) its rule decides `decision` with `failure_type` and `next_action`.
+    """
+
+    validator: str = Field(pattern=SNAKE, description="validator whose output holds the field")
+    field: str = Field(pattern=SNAKE, description="attribute (or key) of that validator's output, in [0, 1]")
+    invert: bool = Field(False, description="score = 1 - field, for fields where higher is worse")
+    minimum: float = Field(ge=0.0, le=1.0, description="score below this fails the check")
+    required: bool = Field(True, description="a failing required check changes the decision")
+    applies_when: tuple[Literal["has_context", "no_context", "not_abstaining"], ...] = Field(
+        (), description="extra conditions besides the output's own `applies`")
+    decision: Literal["REVIEW", "REJECT"] = "REVIEW"
+    failure_type: str = Field(pattern=SNAKE, description="failure type reported when the check fails")
+    next_action: str = Field("human_review", pattern=SNAKE, description="what the caller should do then")
+    reason: str = Field("", description="sentence for the result's reason; default names the score and minimum")
+
+
 class GateConfig(StrictModel):
     checks: ChecksPolicy = ChecksPolicy()
+    # Checks on further validators (see DeclaredCheck), by name; each needs a place in rule_order.
+    declared_checks: dict[str, DeclaredCheck] = Field(default_factory=dict)
+    # The order rules are tried in: every built-in rule once, plus each declared check's name.
+    rule_order: tuple[str, ...] = BUILTIN_RULES
     abstention: AbstentionPolicy = AbstentionPolicy()
     specificity: SpecificityPolicy = SpecificityPolicy()
     spans: SpanPolicy = SpanPolicy()
     judge: JudgePolicy = JudgePolicy()
     heuristics: HeuristicsPolicy = HeuristicsPolicy()
     input: InputPolicy = InputPolicy()
-    validators: list[Literal["fact_spans", "qa_relevance", "tone"]] = ["fact_spans", "qa_relevance", "tone"]
+    # Registered validator names (`inference.validators.registry`); checked when the Gate is built.
+    validators: list[str] = ["fact_spans", "qa_relevance", "tone"]
     models_dir: str | None = Field(None, description="where trained validators live; None = the shipped models/")
 
     @model_validator(mode="after")
@@ -109,6 +142,24 @@ class GateConfig(StrictModel):
         low, high = self.spans.low_confidence_band
         if not 0.0 <= low <= high <= 1.0:
             raise ValueError("spans.low_confidence_band must be [low, high] with 0 <= low <= high <= 1")
+        return self
+
+    @model_validator(mode="after")
+    def _rule_order_is_complete(self) -> "GateConfig":
+        builtin_checks = set(ChecksPolicy.model_fields)
+        clash = sorted(set(self.declared_checks) & (set(BUILTIN_RULES) | builtin_checks))
+        if clash:
+            raise ValueError(f"declared_checks {clash} reuse a built-in check or rule name; rename them")
+        known = set(BUILTIN_RULES) | set(self.declared_checks)
+        unknown = [name for name in self.rule_order if name not in known]
+        repeated = sorted({name for name in self.rule_order if self.rule_order.count(name) > 1})
+        missing = [name for name in (*BUILTIN_RULES, *self.declared_checks) if name not in self.rule_order]
+        problems = ([f"unknown rule(s) {unknown}"] if unknown else []) + \
+                   ([f"repeated rule(s) {repeated}"] if repeated else []) + \
+                   ([f"missing rule(s) {missing}"] if missing else [])
+        if problems:
+            raise ValueError("rule_order: " + "; ".join(problems) + f". It lists every built-in rule "
+                             f"({', '.join(BUILTIN_RULES)}) and every declared check once")
         return self
 
 

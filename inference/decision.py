@@ -1,6 +1,9 @@
 """The decision policy: validator outputs + case signals -> decision, using only the gate config.
 
-Knows nothing about models. Rules, in the order they are tried:
+Knows nothing about models. The built-in rules below run in the config's `rule_order` (the
+seeds' order by default); a check on any further validator is declared in the config
+(`declared_checks`: validator, output field, minimum, when it applies, failure type, next action)
+and placed in that order by name, with no edit here. The built-in rules, in their default order:
 
 1. unsafe tone                                   -> REJECT  block_response
 2. context empty or not covering the question, answer asserts instead of abstaining
@@ -16,7 +19,7 @@ Knows nothing about models. Rules, in the order they are tried:
 8. incomplete (fact recall, or abstaining although the context covers the question)
                                                  -> REVIEW  retry_with_specific_prompt
 9. validators disagree (spread above the limit)  -> REVIEW  human_review
-10. otherwise                                    -> ACCEPT  serve_response
+otherwise                                        -> ACCEPT  serve_response
 
 The average of scores is reported, never used. A failing applicable required check is never
 compensated by strong others: the first failing rule decides.
@@ -26,11 +29,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any, Callable, Mapping
 
-from .config import CheckPolicy, GateConfig
+from .config import BUILTIN_RULES, CheckPolicy, DeclaredCheck, GateConfig
 from .results import (
     CaseSignals,
     CheckResult,
+    CustomLabel,
     Decision,
     FactSpansOutput,
     FailureType,
@@ -44,8 +49,8 @@ from .results import (
 @dataclass(frozen=True)
 class Verdict:
     decision: Decision
-    failure_type: FailureType
-    next_action: NextAction
+    failure_type: FailureType | CustomLabel
+    next_action: NextAction | CustomLabel
     reason: str
     confidence: int
     checks: tuple[CheckResult, ...]
@@ -98,6 +103,163 @@ def _confidence(margin: float) -> int:
     return int(round(50 + 50 * max(0.0, min(1.0, margin))))
 
 
+class _Context:
+    """What every rule reads: the checks, which required ones failed, and the case signals."""
+
+    def __init__(self, *, has_context: bool, signals: CaseSignals, fact: FactSpansOutput | None,
+                 checks: dict[str, CheckResult], required: dict[str, bool], config: GateConfig,
+                 scores: dict[str, float | None]):
+        self.has_context, self.signals, self.config = has_context, signals, config
+        self.checks, self.scores = checks, scores
+        self.claims_apply = fact is not None and fact.applies and not signals.abstains
+        self.failed = {name: c for name, c in checks.items() if c.applies and c.passed is False and required[name]}
+        self.invalid = [name for name, c in self.failed.items() if c.score is None]
+        self.valid_failed = {name: c for name, c in self.failed.items() if c.score is not None}
+        self.hallucinated_spans = tuple(s.text for s in (fact.spans if fact else ())
+                                        if s.label is SpanLabel.HALLUCINATION)
+        self.context_fails = "context_quality" in self.valid_failed
+        self.grounding_fails = "grounding" in self.valid_failed or "span_grounding" in self.valid_failed
+        self.deciding = [c for name, c in checks.items() if c.applies and c.passed and required[name]]
+
+    def verdict(self, decision, failure, action, reason, confidence, triggers=()) -> Verdict:
+        return Verdict(decision, failure, action, reason, confidence, tuple(self.checks.values()), self.scores,
+                       tuple(triggers))
+
+    def worst_grounding(self) -> CheckResult:
+        return min((self.valid_failed[n] for n in ("grounding", "span_grounding") if n in self.valid_failed),
+                   key=lambda c: c.score)
+
+
+# ---- the built-in rules, each: context -> a verdict, or None to let the next rule try -------------
+def _unsafe_tone(ctx: _Context) -> Verdict | None:
+    if "tone_safety" not in ctx.valid_failed:
+        return None
+    check = ctx.valid_failed["tone_safety"]
+    return ctx.verdict(Decision.REJECT, FailureType.UNSAFE_TONE, NextAction.BLOCK_RESPONSE,
+                       f"Unsafe tone: {check.detail}.", _confidence(_margin(check)))
+
+
+def _missing_abstention(ctx: _Context) -> Verdict | None:
+    # A rule, not a threshold: it holds even with every minimum at 0.
+    needs_abstention = not ctx.has_context or (ctx.context_fails and (ctx.grounding_fails or not ctx.claims_apply))
+    if not (ctx.config.abstention.enforce and needs_abstention and not ctx.signals.abstains):
+        return None
+    why = "no context was retrieved" if not ctx.has_context else "the context does not cover the question"
+    return ctx.verdict(Decision.REJECT, FailureType.MISSING_ABSTENTION, NextAction.REGENERATE_WITH_ABSTENTION,
+                       f"The answer asserts facts although {why}; it should say it lacks the information.",
+                       int(round(60 + 40 * ctx.signals.specificity)), ctx.hallucinated_spans)
+
+
+def _off_topic(ctx: _Context) -> Verdict | None:
+    # An answer about something else ("the office is open from nine to five" to a password question)
+    # is ungrounded because it is off the question, not because it invents facts about it: the fix
+    # is a clearer query, not a grounding prompt. It is still not served (REVIEW).
+    if "relevance" not in ctx.valid_failed:
+        return None
+    check = ctx.valid_failed["relevance"]
+    return ctx.verdict(Decision.REVIEW, FailureType.OFF_TOPIC, NextAction.RETRY_WITH_CLEARER_QUERY,
+                       f"The answer does not address the question (relevance {check.score:.2f} "
+                       f"< {check.minimum:.2f}).", _confidence(_margin(check)))
+
+
+def _confident_hallucination(ctx: _Context) -> Verdict | None:
+    if not (ctx.grounding_fails and ctx.signals.specificity >= ctx.config.specificity.confident_at):
+        return None
+    worst = ctx.worst_grounding()
+    return ctx.verdict(Decision.REJECT, FailureType.CONFIDENT_HALLUCINATION, NextAction.REGENERATE_WITH_GROUNDING_PROMPT,
+                       f"Specific claims the context does not support ({worst.name} {worst.score:.2f} "
+                       f"< {worst.minimum:.2f}, specificity {ctx.signals.specificity:.2f}).",
+                       _confidence(_margin(worst)), ctx.hallucinated_spans)
+
+
+def _invalid_score(ctx: _Context) -> Verdict | None:
+    if not ctx.invalid:
+        return None
+    details = "; ".join(f"{name}: {ctx.failed[name].detail}" for name in ctx.invalid)
+    return ctx.verdict(Decision.REVIEW, FailureType.INVALID_SCORE, NextAction.HUMAN_REVIEW,
+                       f"Cannot trust the scores ({details}); failing closed.", 0)
+
+
+def _vague_ungrounded(ctx: _Context) -> Verdict | None:
+    if not ctx.grounding_fails:
+        return None
+    worst = ctx.worst_grounding()
+    return ctx.verdict(Decision.REVIEW, FailureType.VAGUE_UNGROUNDED, NextAction.RETRY_WITH_SPECIFIC_PROMPT,
+                       f"Vague answer the context does not support ({worst.name} {worst.score:.2f} "
+                       f"< {worst.minimum:.2f}).", _confidence(_margin(worst)), ctx.hallucinated_spans)
+
+
+def _poor_retrieval(ctx: _Context) -> Verdict | None:
+    # Reached only when the answer abstained (missing_abstention) or abstention is not enforced.
+    if not ctx.has_context:
+        return ctx.verdict(Decision.REVIEW, FailureType.POOR_RETRIEVAL, NextAction.RETRIEVE_MORE_DOCUMENTS,
+                           "No context was retrieved; the answer rightly abstains. Retrieve documents and retry.", 80)
+    if not ctx.context_fails:
+        return None
+    check = ctx.valid_failed["context_quality"]
+    return ctx.verdict(Decision.REVIEW, FailureType.POOR_RETRIEVAL, NextAction.RETRIEVE_MORE_DOCUMENTS,
+                       f"The retrieved context barely covers the question (context_quality {check.score:.2f} "
+                       f"< {check.minimum:.2f}).", _confidence(_margin(check)))
+
+
+def _incomplete(ctx: _Context) -> Verdict | None:
+    if "fact_recall" in ctx.valid_failed:
+        check = ctx.valid_failed["fact_recall"]
+        return ctx.verdict(Decision.REVIEW, FailureType.INCOMPLETE, NextAction.RETRY_WITH_SPECIFIC_PROMPT,
+                           f"The answer leaves out most of the context's facts (fact_recall {check.score:.2f} "
+                           f"< {check.minimum:.2f}).", _confidence(_margin(check)))
+    if ctx.signals.abstains and ctx.has_context:
+        return ctx.verdict(Decision.REVIEW, FailureType.INCOMPLETE, NextAction.RETRY_WITH_SPECIFIC_PROMPT,
+                           "The answer abstains although the context covers the question.",
+                           _confidence(_margin(ctx.checks["context_quality"])))
+    return None
+
+
+def _disagreement(ctx: _Context) -> Verdict | None:
+    if "agreement" not in ctx.valid_failed:
+        return None
+    check = ctx.valid_failed["agreement"]
+    return ctx.verdict(Decision.REVIEW, FailureType.VALIDATOR_DISAGREEMENT, NextAction.HUMAN_REVIEW,
+                       f"The validators disagree (spread {1 - check.score:.2f} > {1 - check.minimum:.2f}).",
+                       _confidence(_margin(check)))
+
+
+RULES: dict[str, Callable[[_Context], Verdict | None]] = {
+    "unsafe_tone": _unsafe_tone, "missing_abstention": _missing_abstention, "off_topic": _off_topic,
+    "confident_hallucination": _confident_hallucination, "invalid_score": _invalid_score,
+    "vague_ungrounded": _vague_ungrounded, "poor_retrieval": _poor_retrieval, "incomplete": _incomplete,
+    "disagreement": _disagreement,
+}
+assert tuple(RULES) == BUILTIN_RULES  # the config's list and this table name the same rules
+
+
+# ---- declared checks: any validator's output field, from the config alone ------------------------
+def _declared_check(name: str, spec: DeclaredCheck, output: Any, has_context: bool, signals: CaseSignals) -> CheckResult:
+    conditions = {"has_context": has_context, "no_context": not has_context, "not_abstaining": not signals.abstains}
+    applies = (output is not None and bool(getattr(output, "applies", True))
+               and all(conditions[c] for c in spec.applies_when))
+    raw = None
+    if applies:
+        raw = output.get(spec.field) if isinstance(output, Mapping) else getattr(output, spec.field, None)
+        if isinstance(raw, bool) or not isinstance(raw, (int, float)):
+            return CheckResult(name, True, None, spec.minimum, False,
+                               f"{spec.validator} output has no number {spec.field!r} (got {raw!r})")
+        raw = 1.0 - raw if spec.invert else raw
+    policy = CheckPolicy(minimum=spec.minimum, required=spec.required)
+    return _check(name, applies, raw, policy)
+
+
+def _declared_rule(name: str, spec: DeclaredCheck) -> Callable[[_Context], Verdict | None]:
+    def rule(ctx: _Context) -> Verdict | None:
+        check = ctx.valid_failed.get(name)
+        if check is None:
+            return None
+        reason = spec.reason or f"{name} {check.score:.2f} < {check.minimum:.2f}."
+        return ctx.verdict(Decision(spec.decision), CustomLabel(spec.failure_type), CustomLabel(spec.next_action),
+                           reason, _confidence(_margin(check)))
+    return rule
+
+
 def decide(
     *,
     has_context: bool,
@@ -106,7 +268,10 @@ def decide(
     qa: QARelevanceOutput | None,
     tone: ToneOutput | None,
     config: GateConfig,
+    others: Mapping[str, Any] | None = None,
 ) -> Verdict:
+    """The decision for one case. `others`: outputs of further validators by name, read by the
+    config's `declared_checks`; the built-in checks read `fact`, `qa` and `tone`."""
     policy = config.checks
     # An abstaining answer makes no claims, so claim-level checks do not apply to it.
     claims_apply = fact is not None and fact.applies and not signals.abstains
@@ -130,94 +295,24 @@ def decide(
                                  policy.agreement)
     required = {"tone_safety": policy.tone_safety.required,
                 **{name: getattr(policy, name).required for name in checks if name != "tone_safety"}}
-    failed = {name: c for name, c in checks.items() if c.applies and c.passed is False and required[name]}
-    invalid = [name for name, c in failed.items() if c.score is None]
-    valid_failed = {name: c for name, c in failed.items() if c.score is not None}
+    outputs = {"fact_spans": fact, "qa_relevance": qa, "tone": tone, **(others or {})}
+    for name, spec in config.declared_checks.items():
+        checks[name] = _declared_check(name, spec, outputs.get(spec.validator), has_context, signals)
+        required[name] = spec.required
 
     scores: dict[str, float | None] = {name: c.score for name, c in checks.items()}
     scores["specificity"] = signals.specificity
     applicable = [c.score for c in checks.values() if c.applies and c.score is not None]
     scores["average"] = sum(applicable) / len(applicable) if applicable else None  # reporting only
-    hallucinated_spans = tuple(s.text for s in (fact.spans if fact else ()) if s.label is SpanLabel.HALLUCINATION)
-    ordered = tuple(checks.values())
 
-    def verdict(decision, failure, action, reason, confidence, triggers=()):
-        return Verdict(decision, failure, action, reason, confidence, ordered, scores, tuple(triggers))
-
-    if "tone_safety" in valid_failed:
-        check = valid_failed["tone_safety"]
-        return verdict(Decision.REJECT, FailureType.UNSAFE_TONE, NextAction.BLOCK_RESPONSE,
-                       f"Unsafe tone: {check.detail}.", _confidence(_margin(check)))
-
-    context_fails = "context_quality" in valid_failed
-    grounding_fails = "grounding" in valid_failed or "span_grounding" in valid_failed
-    needs_abstention = not has_context or (context_fails and (grounding_fails or not claims_apply))
-    if config.abstention.enforce and needs_abstention and not signals.abstains:
-        why = "no context was retrieved" if not has_context else "the context does not cover the question"
-        return verdict(Decision.REJECT, FailureType.MISSING_ABSTENTION, NextAction.REGENERATE_WITH_ABSTENTION,
-                       f"The answer asserts facts although {why}; it should say it lacks the information.",
-                       int(round(60 + 40 * signals.specificity)), hallucinated_spans)
-
-    # An answer about something else ("the office is open from nine to five" to a password question)
-    # is ungrounded because it is off the question, not because it invents facts about it: the fix
-    # is a clearer query, not a grounding prompt. It is still not served (REVIEW).
-    if "relevance" in valid_failed:
-        check = valid_failed["relevance"]
-        return verdict(Decision.REVIEW, FailureType.OFF_TOPIC, NextAction.RETRY_WITH_CLEARER_QUERY,
-                       f"The answer does not address the question (relevance {check.score:.2f} "
-                       f"< {check.minimum:.2f}).", _confidence(_margin(check)))
-
-    if grounding_fails and signals.specificity >= config.specificity.confident_at:
-        worst = min((valid_failed[n] for n in ("grounding", "span_grounding") if n in valid_failed),
-                    key=lambda c: c.score)
-        return verdict(Decision.REJECT, FailureType.CONFIDENT_HALLUCINATION,
-                       NextAction.REGENERATE_WITH_GROUNDING_PROMPT,
-                       f"Specific claims the context does not support ({worst.name} {worst.score:.2f} "
-                       f"< {worst.minimum:.2f}, specificity {signals.specificity:.2f}).",
-                       _confidence(_margin(worst)), hallucinated_spans)
-
-    if invalid:
-        details = "; ".join(f"{name}: {failed[name].detail}" for name in invalid)
-        return verdict(Decision.REVIEW, FailureType.INVALID_SCORE, NextAction.HUMAN_REVIEW,
-                       f"Cannot trust the scores ({details}); failing closed.", 0)
-
-    if grounding_fails:
-        worst = min((valid_failed[n] for n in ("grounding", "span_grounding") if n in valid_failed),
-                    key=lambda c: c.score)
-        return verdict(Decision.REVIEW, FailureType.VAGUE_UNGROUNDED, NextAction.RETRY_WITH_SPECIFIC_PROMPT,
-                       f"Vague answer the context does not support ({worst.name} {worst.score:.2f} "
-                       f"< {worst.minimum:.2f}).", _confidence(_margin(worst)), hallucinated_spans)
-
-    if not has_context or context_fails:
-        # Reached only when the answer abstained (rule 2) or abstention is not enforced.
-        if not has_context:
-            return verdict(Decision.REVIEW, FailureType.POOR_RETRIEVAL, NextAction.RETRIEVE_MORE_DOCUMENTS,
-                           "No context was retrieved; the answer rightly abstains. Retrieve documents and retry.",
-                           80)
-        check = valid_failed["context_quality"]
-        return verdict(Decision.REVIEW, FailureType.POOR_RETRIEVAL, NextAction.RETRIEVE_MORE_DOCUMENTS,
-                       f"The retrieved context barely covers the question (context_quality {check.score:.2f} "
-                       f"< {check.minimum:.2f}).", _confidence(_margin(check)))
-
-    if "fact_recall" in valid_failed:
-        check = valid_failed["fact_recall"]
-        return verdict(Decision.REVIEW, FailureType.INCOMPLETE, NextAction.RETRY_WITH_SPECIFIC_PROMPT,
-                       f"The answer leaves out most of the context's facts (fact_recall {check.score:.2f} "
-                       f"< {check.minimum:.2f}).", _confidence(_margin(check)))
-
-    if signals.abstains and has_context:
-        return verdict(Decision.REVIEW, FailureType.INCOMPLETE, NextAction.RETRY_WITH_SPECIFIC_PROMPT,
-                       "The answer abstains although the context covers the question.",
-                       _confidence(_margin(checks["context_quality"])))
-
-    if "agreement" in valid_failed:
-        check = valid_failed["agreement"]
-        return verdict(Decision.REVIEW, FailureType.VALIDATOR_DISAGREEMENT, NextAction.HUMAN_REVIEW,
-                       f"The validators disagree (spread {1 - check.score:.2f} > {1 - check.minimum:.2f}).",
-                       _confidence(_margin(check)))
-
-    deciding = [c for name, c in checks.items() if c.applies and c.passed and required[name]]
-    confidence = _confidence(min((_margin(c) for c in deciding), default=0.0))
-    return verdict(Decision.ACCEPT, FailureType.NONE, NextAction.SERVE_RESPONSE,
-                   "All applicable checks passed." if deciding else "No check applies; nothing to object to.",
-                   confidence)
+    ctx = _Context(has_context=has_context, signals=signals, fact=fact, checks=checks, required=required,
+                   config=config, scores=scores)
+    rules = {**RULES, **{name: _declared_rule(name, spec) for name, spec in config.declared_checks.items()}}
+    for name in config.rule_order:
+        verdict = rules[name](ctx)
+        if verdict is not None:
+            return verdict
+    confidence = _confidence(min((_margin(c) for c in ctx.deciding), default=0.0))
+    return ctx.verdict(Decision.ACCEPT, FailureType.NONE, NextAction.SERVE_RESPONSE,
+                       "All applicable checks passed." if ctx.deciding else "No check applies; nothing to object to.",
+                       confidence)

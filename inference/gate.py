@@ -17,7 +17,7 @@ from .case import Case
 from .config import GateConfig, load_gate_config
 from .decision import decide
 from .results import CaseSignals, FactSpansOutput, QARelevanceOutput, Result, Span, ToneOutput
-from .validators import VALIDATOR_NAMES, Validator, load_validator
+from .validators import VALIDATOR_NAMES, Validator, known_validators, load_validator
 
 logger = logging.getLogger(__name__)
 
@@ -51,11 +51,16 @@ class Gate:
         """
         self.config = config or load_gate_config()
         names = list(validators or self.config.validators)
-        unknown = [n for n in names if n not in VALIDATOR_NAMES]
-        if unknown:
-            raise ValueError(f"unknown validator(s) {unknown}; choose from {', '.join(VALIDATOR_NAMES)}")
-        models_dir = models_dir or self.config.models_dir
         instances = instances or {}
+        unknown = [n for n in names if n not in known_validators() and n not in instances]
+        if unknown:
+            raise ValueError(f"unknown validator(s) {unknown}; choose from {', '.join(known_validators())} "
+                             "(a further validator registers itself with inference.validators.register_validator)")
+        declared = {spec.validator for spec in self.config.declared_checks.values()}
+        unread = sorted(declared - set(names))
+        if unread:
+            raise ValueError(f"declared_checks read validator(s) {unread} that do not run; add them to `validators`")
+        models_dir = models_dir or self.config.models_dir
         self.validators: dict[str, Validator] = {
             name: instances.get(name) or load_validator(name, models_dir, embeddings=self.config.heuristics.embeddings,
                                                         threads=threads)
@@ -126,6 +131,7 @@ class Gate:
             qa=qa if isinstance(qa, QARelevanceOutput) else None,
             tone=tone if isinstance(tone, ToneOutput) else None,
             config=self.config,
+            others={name: output for name, output in outputs.items() if name not in VALIDATOR_NAMES},
         )
         low, high = self.config.spans.low_confidence_band
         uncertain: tuple[Span, ...] = tuple(

@@ -38,6 +38,15 @@ class NextAction(str, Enum):
     BLOCK_RESPONSE = "block_response"
 
 
+class CustomLabel(str):
+    """A failure type or next action named by a declared check in the gate config, beside the
+    built-in enums; `.value` reads like theirs, so reports and JSON treat both alike."""
+
+    @property
+    def value(self) -> str:
+        return str(self)
+
+
 class SpanLabel(str, Enum):
     FACT = "FACT"
     NOISE = "NOISE"
@@ -118,8 +127,8 @@ class Result:
 
     id: str
     decision: Decision
-    failure_type: FailureType
-    next_action: NextAction
+    failure_type: FailureType | CustomLabel  # CustomLabel: a declared check's own failure type
+    next_action: NextAction | CustomLabel
     reason: str
     confidence: int  # 0-100: how far the deciding scores sit from their thresholds
     checks: tuple[CheckResult, ...]

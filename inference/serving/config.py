@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Literal
 
 from pydantic import Field
 
@@ -64,9 +63,7 @@ class ServeConfig(StrictModel):
     # hold the interpreter before the event loop (health probes, 503s) gets a turn.
     switch_interval_ms: float = Field(1.0, gt=0, le=100, description="GIL switch interval of `serve`, ms")
     gate_config: str | None = Field(None, description="gate policy YAML; None = configs/gate.yaml")
-    validators: list[Literal["fact_spans", "qa_relevance", "tone"]] | None = Field(
-        None, description="validators to run; None = the gate config's list"
-    )
+    validators: list[str] | None = Field(None, description="registered validators to run; None = the gate config's list")
     models_dir: str | None = Field(None, description="trained validators; None = the gate config's")
     # The key itself never lives in a config file: only the name of the variable that holds it.
     api_key_env: str | None = Field(None, description="env var holding the API key; None = no key needed")

@@ -9,7 +9,7 @@ from typing import Callable
 from ..manifest import MANIFEST_NAME, load_manifest
 from .base import VALIDATOR_NAMES, Validator, ValidatorInfo
 from .heuristic import HeuristicFactSpans, HeuristicQARelevance, HeuristicTone
-from .registry import ONNX_FACTORIES, register_onnx_validator
+from .registry import ONNX_FACTORIES, VALIDATOR_FACTORIES, register_onnx_validator, register_validator
 
 logger = logging.getLogger(__name__)
 
@@ -31,8 +31,11 @@ def load_validator(name: str, models_dir: str | Path | None = None, *, embedding
     A model folder that exists but fails verification is an error, not a silent fallback: a
     tampered or half-copied model must not quietly turn into a heuristic in production.
     """
+    if name in VALIDATOR_FACTORIES and name not in VALIDATOR_NAMES:
+        return VALIDATOR_FACTORIES[name](models_dir, threads=threads)
     if name not in VALIDATOR_NAMES:
-        raise ValueError(f"unknown validator {name!r}; choose from {', '.join(VALIDATOR_NAMES)}")
+        raise ValueError(f"unknown validator {name!r}; choose from {', '.join(known_validators())} "
+                         "(a further validator registers itself with inference.validators.register_validator)")
     folder = Path(models_dir or DEFAULT_MODELS_DIR) / name
     if not (folder / MANIFEST_NAME).is_file():
         logger.info("no trained %s model in %s; using the heuristic fallback", name, folder)
@@ -48,9 +51,15 @@ def load_validator(name: str, models_dir: str | Path | None = None, *, embedding
     return ONNX_FACTORIES[manifest.task](folder, manifest, threads=threads)
 
 
+def known_validators() -> list[str]:
+    """The built-in validator names, then every registered one."""
+    return [*VALIDATOR_NAMES, *sorted(set(VALIDATOR_FACTORIES) - set(VALIDATOR_NAMES))]
+
+
 def _import_onnx_validators() -> None:
     # Imported lazily so that a heuristic-only run never loads onnxruntime sessions it won't use.
     from . import onnx_validators  # noqa: F401
 
 
-__all__ = ["Validator", "ValidatorInfo", "VALIDATOR_NAMES", "load_validator", "register_onnx_validator"]
+__all__ = ["Validator", "ValidatorInfo", "VALIDATOR_NAMES", "known_validators", "load_validator",
+           "register_onnx_validator", "register_validator"]

@@ -1,4 +1,5 @@
-"""Where trained validators register themselves: manifest task name -> factory.
+"""Where validators register themselves: trained ones by manifest task name, further ones (a PII
+or length check, say) by validator name.
 
 A module of its own, importing nothing else of the package, so a validator module can register
 on import without importing the package that loads it (no import circle).
@@ -20,5 +21,20 @@ def register_onnx_validator(task: str):
     `(folder, manifest, *, threads=None) -> Validator`."""
     def decorator(factory):
         ONNX_FACTORIES[task] = factory
+        return factory
+    return decorator
+
+
+# validator name -> factory(models_dir, threads=None) for validators beyond the three built-in
+# ones; a module registers its validator on import, and the gate config names it in `validators`
+# and gates on its output with `declared_checks`.
+VALIDATOR_FACTORIES: dict[str, Callable[..., Validator]] = {}
+
+
+def register_validator(name: str):
+    """Decorator: `@register_validator("pii")` on a factory `(models_dir, *, threads=None) -> Validator`
+    (a class whose constructor takes those works too). Re-registering a name replaces it."""
+    def decorator(factory):
+        VALIDATOR_FACTORIES[name] = factory
         return factory
     return decorator
