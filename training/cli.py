@@ -13,6 +13,8 @@ from typing import Optional
 
 import typer
 
+from autovalidators.data_prep.user_data_cli import (COLUMNS_HELP, DATA_HELP, OUT_HELP, SPLIT_HELP, USER_DATA_TASKS,
+                                                    prepare_from_data, refuse_data_options)
 from autovalidators.inference.cli import average_app, benchmark_app, console, export_app, prepare_app, train_app
 from autovalidators.inference.config import ConfigError
 
@@ -75,8 +77,25 @@ def _register(task: str) -> None:
         for note in card["notes"]:
             console.print(f"note: {note}")
 
+    def prepare_or_data_command(
+        config: Optional[Path] = typer.Option(None, help=config_help + "; with --data: its train/export recipe"),
+        data: Optional[str] = typer.Option(None, help=DATA_HELP),
+        split: Optional[str] = typer.Option(None, help=SPLIT_HELP),
+        columns: Optional[str] = typer.Option(None, help=COLUMNS_HELP),
+        out: Optional[Path] = typer.Option(None, help=OUT_HELP),
+    ) -> None:
+        if data is None:
+            refuse_data_options(split=split, columns=columns, out=out)
+            prepare_command(config)
+        else:
+            prepare_from_data(task, data, split=split, columns=columns, out=out, config=config)
+
     if get_task(task).generic_prepare_command:
-        prepare_app.command(cli_name, help=f"Build the {task} training data and its data card.")(prepare_command)
+        # Tasks with a user-data schema take `--data` (data_prep/user_data.py); without it, as before.
+        takes_data = task in USER_DATA_TASKS
+        prepare_app.command(cli_name, help=f"Build the {task} training data and its data card"
+                                           + (" (or from your own file: --data)." if takes_data else ".")
+                            )(prepare_or_data_command if takes_data else prepare_command)
 
     @train_app.command(cli_name, help=f"Fine-tune the {task} model (CPU, or GPUs via `accelerate launch`).")
     def train_command(

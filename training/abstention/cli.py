@@ -13,6 +13,8 @@ from typing import Optional
 
 import typer
 
+from autovalidators.data_prep.user_data_cli import (COLUMNS_HELP, DATA_HELP, OUT_HELP, SPLIT_HELP, prepare_from_data,
+                                                    refuse_data_options)
 from autovalidators.inference.cli import benchmark_app, console, export_app, prepare_app, train_app
 from autovalidators.inference.config import ConfigError
 
@@ -36,11 +38,22 @@ def _config(path: Optional[Path]):
         raise _fail(str(exc)) from None
 
 
-@prepare_app.command("abstention", help="Build the abstention data (en/ru paraphrase families + real responses).")
-def prepare_command(config: Optional[Path] = typer.Option(None, help=CONFIG_HELP)) -> None:
+@prepare_app.command("abstention", help="Build the abstention data (en/ru paraphrase families + real responses), "
+                                         "or from your own file: --data.")
+def prepare_command(
+    config: Optional[Path] = typer.Option(None, help=CONFIG_HELP + "; with --data: its features/train/export recipe"),
+    data: Optional[str] = typer.Option(None, help=DATA_HELP),
+    split: Optional[str] = typer.Option(None, help=SPLIT_HELP),
+    columns: Optional[str] = typer.Option(None, help=COLUMNS_HELP),
+    out: Optional[Path] = typer.Option(None, help=OUT_HELP),
+) -> None:
     from autovalidators.data_prep.abstention import prepare_abstention
     from autovalidators.data_prep.io import DataError
 
+    if data is not None:
+        prepare_from_data("abstention", data, split=split, columns=columns, out=out, config=config)
+        return
+    refuse_data_options(split=split, columns=columns, out=out)
     settings = _config(config)
     try:
         card = prepare_abstention(settings.prepare)

@@ -20,13 +20,12 @@ from autovalidators.training.benchmarks.common import f1_from_counts
 BATCH = 8  # cases per validator call while scoring (scores do not depend on it)
 
 def load_heldout(data_dir: Path) -> tuple[dict[str, list[dict]], dict[str, int]]:
-    """Benchmark groups ("ragtruth/Summary", "ragtruth/Data2txt", "faithbench") and excluded counts."""
+    """Benchmark groups ("ragtruth/Summary", "ragtruth/Data2txt", "faithbench", and one per other
+    `heldout/<name>.jsonl`, e.g. "user" from `prepare fact-spans --data`) and excluded counts."""
     groups: dict[str, list[dict]] = {}
     excluded: dict[str, int] = {}
-    for dataset in ("ragtruth", "faithbench"):
-        path = data_dir / "heldout" / f"{dataset}.jsonl"
-        if not path.is_file():
-            continue
+    for path in sorted((data_dir / "heldout").glob("*.jsonl")):
+        dataset = path.stem
         for record in read_jsonl(path):
             name = f"ragtruth/{record['task_type']}" if dataset == "ragtruth" else dataset
             if not record.get("grounding_usable", True) or not record["context"].strip():
