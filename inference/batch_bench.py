@@ -19,6 +19,7 @@ import os
 import platform
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -51,16 +52,53 @@ def ragtruth_cases(source: Path, count: int) -> list[dict[str, Any]]:
     return [{"id": f"rt{i:07d}", **rows[i % len(rows)]} for i in range(count)]
 
 
+def _peak_rss_kb(pid: int) -> int | None:
+    """VmHWM of a live process (its own address space's peak RSS), from /proc; None when unreadable."""
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+class _PeakWatcher(threading.Thread):
+    """Polls a child's VmHWM until it exits. Why not the child's ru_maxrss: Linux folds the address
+    space a process had before exec into it, and a child spawned by fork/vfork had its parent's, so
+    a large parent (a test runner holding models) showed up as the child's peak."""
+
+    def __init__(self, pid: int, every_s: float = 0.02):
+        super().__init__(name=f"peak-rss-{pid}", daemon=True)
+        self.pid, self.every_s, self.peak_kb, self.done = pid, every_s, None, threading.Event()
+
+    def run(self) -> None:
+        while not self.done.is_set():
+            value = _peak_rss_kb(self.pid)
+            if value is not None:
+                self.peak_kb = max(self.peak_kb or 0, value)
+            self.done.wait(self.every_s)
+
+
 def run_measured(argv: list[str], env: dict[str, str] | None = None) -> dict[str, Any]:
-    """Runs one command; its wall seconds, exit code and peak RSS (MB)."""
+    """Runs one command; its wall seconds, exit code and peak RSS (MB, its own: see _PeakWatcher)."""
     started = time.perf_counter()
     process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                env={**os.environ, **(env or {})})
+    watcher = _PeakWatcher(process.pid)
+    watcher.start()
     stderr = process.stderr.read() if process.stderr else b""
+    # VmHWM is monotonic while the process lives: one last read right before it is reaped.
+    last = _peak_rss_kb(process.pid)
+    watcher.done.set()
+    watcher.join()
     _, status, usage = os.wait4(process.pid, 0)
     seconds = time.perf_counter() - started
     process.returncode = os.waitstatus_to_exitcode(status)
-    return {"exit": process.returncode, "seconds": round(seconds, 2), "peak_rss_mb": round(usage.ru_maxrss / 1024, 1),
+    peaks = [kb for kb in (watcher.peak_kb, last) if kb is not None]
+    peak_kb = max(peaks) if peaks else usage.ru_maxrss  # no /proc (not Linux): the rusage figure
+    return {"exit": process.returncode, "seconds": round(seconds, 2), "peak_rss_mb": round(peak_kb / 1024, 1),
             "cpu_s": round(usage.ru_utime + usage.ru_stime, 2), "pid": process.pid,
             "stderr_tail": stderr.decode("utf-8", "replace")[-1500:]}
 

@@ -29,7 +29,7 @@ def _real_cases() -> list[Case]:
     cases = [r for name in ("regression_cases.jsonl", "russian_cases.jsonl")
              for r in read_cases(EXAMPLES / name) if isinstance(r, Case)]
     if RAGTRUTH.is_file():
-        cases += [Case(**c) for c in ragtruth_cases(RAGTRUTH, 12)]
+        cases += [Case(**c) for c in ragtruth_cases(RAGTRUTH, 8)]
     return cases
 
 
