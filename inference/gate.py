@@ -63,7 +63,7 @@ class Gate:
         models_dir = models_dir or self.config.models_dir
         self.validators: dict[str, Validator] = {
             name: instances.get(name) or load_validator(name, models_dir, embeddings=self.config.heuristics.embeddings,
-                                                        threads=threads)
+                                                        threads=threads, heuristic=name in self.config.heuristics.prefer)
             for name in names
         }
         self.abstention: AbstentionDetector = abstention or load_abstention(models_dir, threads=threads)

@@ -69,4 +69,5 @@ def print_summary(results: list[Result], errors: list[CaseError], gate: Gate) ->
         console.print("LLM judge: " + ", ".join(f"{k} {v}" for k, v in sorted(gate.judge.stats.items())))
     if gate.uses_fallback:
         fallback = ", ".join(gate.fallbacks)
-        console.print(f"[yellow]note:[/yellow] no trained model for {fallback}; the heuristic fallback ran instead")
+        console.print(f"[yellow]note:[/yellow] {fallback} ran as heuristic(s): no trained model, or the gate "
+                      "config's heuristics.prefer")

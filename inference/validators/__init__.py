@@ -23,11 +23,12 @@ HEURISTICS: dict[str, Callable[[], Validator]] = {
 
 
 def load_validator(name: str, models_dir: str | Path | None = None, *, embeddings: str = "off",
-                   threads: int | None = None) -> Validator:
+                   threads: int | None = None, heuristic: bool = False) -> Validator:
     """The trained validator `name` from `models_dir` (verified by sha256), else its heuristic.
 
     `embeddings` ("off", "auto", "required") lets the fallback relevance score use MiniLM embeddings.
     `threads`: onnxruntime intra-op threads per call (default: AUTOVALIDATORS_THREADS or all cores).
+    `heuristic`: the heuristic even when a model folder exists (the gate config's `heuristics.prefer`).
     A model folder that exists but fails verification is an error, not a silent fallback: a
     tampered or half-copied model must not quietly turn into a heuristic in production.
     """
@@ -37,8 +38,9 @@ def load_validator(name: str, models_dir: str | Path | None = None, *, embedding
         raise ValueError(f"unknown validator {name!r}; choose from {', '.join(known_validators())} "
                          "(a further validator registers itself with inference.validators.register_validator)")
     folder = Path(models_dir or DEFAULT_MODELS_DIR) / name
-    if not (folder / MANIFEST_NAME).is_file():
-        logger.info("no trained %s model in %s; using the heuristic fallback", name, folder)
+    if heuristic or not (folder / MANIFEST_NAME).is_file():
+        logger.info("%s runs as its heuristic (%s)", name,
+                    "heuristics.prefer" if heuristic else f"no trained model in {folder}")
         if name == "qa_relevance" and embeddings != "off":
             from ..embeddings import load_embedder
 

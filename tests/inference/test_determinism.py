@@ -16,6 +16,7 @@ import pytest
 from autovalidators.inference import Case, Gate
 from autovalidators.inference.batch_bench import ragtruth_cases
 from autovalidators.inference.case import read_cases
+from autovalidators.inference.config import load_gate_config
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "inference" / "examples"
@@ -67,10 +68,16 @@ def _assert_same(expected: list, actual: list, what: str) -> None:
 
 
 @pytest.mark.slow
-def test_a_case_scores_the_same_alone_batched_shuffled_and_on_one_or_two_threads() -> None:
+@pytest.mark.parametrize("prefer", [None, []], ids=["shipped-config", "every-shipped-model"])
+def test_a_case_scores_the_same_alone_batched_shuffled_and_on_one_or_two_threads(prefer) -> None:
+    # The shipped config runs fact_spans as its heuristic; `prefer: []` runs the fact-span model too.
+    config = load_gate_config()
+    if prefer is not None:
+        config = config.model_copy(update={"heuristics": config.heuristics.model_copy(update={"prefer": prefer})})
     cases = _real_cases()
     assert len(cases) >= 50
-    two_threads = Gate(threads=2)
+    two_threads = Gate(config, threads=2)
+    assert two_threads.validators["fact_spans"].info.kind == ("heuristic" if prefer is None else "onnx")
     batched = [_view(r) for r in two_threads.validate_batch(cases)]
     # Not a constant: the set mixes decisions, so equality below is a real constraint.
     assert len({view[0] for view in batched}) == 3
@@ -86,5 +93,5 @@ def test_a_case_scores_the_same_alone_batched_shuffled_and_on_one_or_two_threads
         restored[index] = _view(shuffled[position])
     _assert_same(batched, restored, "shuffled vs batched")
 
-    one_thread = [_view(r) for r in Gate(threads=1).validate_batch(cases)]
+    one_thread = [_view(r) for r in Gate(config, threads=1).validate_batch(cases)]
     _assert_same(batched, one_thread, "1 vs 2 threads")
