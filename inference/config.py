@@ -87,9 +87,10 @@ class HeuristicsPolicy(StrictModel):
     # Sentence embeddings (offline MiniLM, needs the train extra) for the fallback relevance score:
     # off = lexical only (fast, torch-free); auto = use them when installed; required = fail without.
     embeddings: Literal["off", "auto", "required"] = "off"
-    # Validators that run as their heuristic even when models_dir holds a trained model: a model
-    # ships as the default only when it beats its heuristic on answers it never saw.
-    prefer: list[str] = Field(default_factory=list, description="validators run as heuristics despite a model")
+    # Validators that run as their heuristic although the shipped models/ folder holds a model: a
+    # model is the default only when it beats its heuristic on answers it never saw. Models in any
+    # other models_dir (your own runs, the quickstart's) are not affected.
+    prefer: list[str] = Field(default_factory=list, description="shipped validators run as heuristics")
 
 
 class InputPolicy(StrictModel):

@@ -17,7 +17,7 @@ from .case import Case
 from .config import GateConfig, load_gate_config
 from .decision import decide
 from .results import CaseSignals, FactSpansOutput, QARelevanceOutput, Result, Span, ToneOutput
-from .validators import VALIDATOR_NAMES, Validator, known_validators, load_validator
+from .validators import DEFAULT_MODELS_DIR, VALIDATOR_NAMES, Validator, known_validators, load_validator
 
 logger = logging.getLogger(__name__)
 
@@ -52,18 +52,25 @@ class Gate:
         self.config = config or load_gate_config()
         names = list(validators or self.config.validators)
         instances = instances or {}
-        unknown = [n for n in names if n not in known_validators() and n not in instances]
+        known = known_validators()
+        unknown = [n for n in names if n not in known and n not in instances]
         if unknown:
-            raise ValueError(f"unknown validator(s) {unknown}; choose from {', '.join(known_validators())} "
+            raise ValueError(f"unknown validator(s) {unknown}; choose from {', '.join(known)} "
                              "(a further validator registers itself with inference.validators.register_validator)")
+        misnamed = [n for n in self.config.heuristics.prefer if n not in known]
+        if misnamed:
+            raise ValueError(f"heuristics.prefer names unknown validator(s) {misnamed}; choose from {', '.join(known)}")
         declared = {spec.validator for spec in self.config.declared_checks.values()}
         unread = sorted(declared - set(names))
         if unread:
             raise ValueError(f"declared_checks read validator(s) {unread} that do not run; add them to `validators`")
         models_dir = models_dir or self.config.models_dir
+        # heuristics.prefer is a verdict on the shipped models: models trained elsewhere still run.
+        shipped = Path(models_dir or DEFAULT_MODELS_DIR).resolve() == DEFAULT_MODELS_DIR.resolve()
+        prefer = set(self.config.heuristics.prefer) if shipped else set()
         self.validators: dict[str, Validator] = {
             name: instances.get(name) or load_validator(name, models_dir, embeddings=self.config.heuristics.embeddings,
-                                                        threads=threads, heuristic=name in self.config.heuristics.prefer)
+                                                        threads=threads, heuristic=name in prefer)
             for name in names
         }
         self.abstention: AbstentionDetector = abstention or load_abstention(models_dir, threads=threads)

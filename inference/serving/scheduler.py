@@ -57,12 +57,11 @@ class Job:
     enqueued: float = field(default_factory=time.monotonic)
     future: Future = field(default_factory=Future)
     started: float | None = None
-    cancelled: bool = False
 
 
 @dataclass
 class SchedulerStats:
-    """Counters since start; read by /metrics."""
+    """What the scheduler did since start (the HTTP layer's /metrics counts requests by status)."""
 
     admitted: int = 0
     shed: dict[str, int] = field(default_factory=lambda: {"queue_full": 0, "deadline": 0})
@@ -157,7 +156,6 @@ class BatchingScheduler:
     def cancel(self, job: Job) -> bool:
         """The client went away: drop the job if it has not started (True), else let it finish."""
         with self._lock:
-            job.cancelled = True
             if job.started is None and job in self._queue:
                 self._queue.remove(job)
                 self._queued_cases -= len(job.cases)
@@ -192,8 +190,8 @@ class BatchingScheduler:
                 while self._queue and (not batch or size + len(self._queue[0].cases) <= self.max_batch_cases):
                     job = self._queue.popleft()
                     self._queued_cases -= len(job.cases)
-                    if job.cancelled or not job.future.set_running_or_notify_cancel():
-                        continue  # the client went away: nothing to run
+                    if not job.future.set_running_or_notify_cancel():
+                        continue  # its future was cancelled (the client went away): nothing to run
                     if now > job.deadline:  # it waited past its deadline: answer it, do not run it
                         self.stats.expired += 1
                         job.future.set_exception(Expired(f"queued {now - job.enqueued:.2f} s, past its deadline"))

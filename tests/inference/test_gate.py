@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from autovalidators.inference import Case, Decision, FailureType, Gate
-from autovalidators.inference.config import CheckPolicy, ChecksPolicy, GateConfig
+from autovalidators.inference.config import CheckPolicy, ChecksPolicy, GateConfig, load_gate_config
 from autovalidators.inference.results import QARelevanceOutput
 from autovalidators.inference.validators.base import ValidatorInfo
 
@@ -104,3 +104,22 @@ def test_judge_is_consulted_only_below_the_confidence_band(gate):
     broken = Gate(instances={**gate.validators, "qa_relevance": BrokenRelevance()}, judge=RecordingJudge())
     broken.validate(Case(id="unsure", question="When?", context="It opened in 1889.", answer="It opened in 1889."))
     assert calls == ["unsure"]  # confidence 0 (invalid score) is below any band
+
+
+def test_prefer_runs_the_shipped_fact_span_model_as_heuristic_but_not_a_model_elsewhere(tmp_path):
+    from autovalidators.inference.validators import DEFAULT_MODELS_DIR
+
+    shipped = Gate(validators=["fact_spans"])
+    assert shipped.validators["fact_spans"].info.kind == "heuristic"
+    assert "fact_spans" in shipped.fallbacks
+    # The same model in another folder (a user's own run) is not what prefer speaks about.
+    (tmp_path / "fact_spans").symlink_to(DEFAULT_MODELS_DIR / "fact_spans")
+    elsewhere = Gate(validators=["fact_spans"], models_dir=tmp_path)
+    assert elsewhere.validators["fact_spans"].info.kind == "onnx"
+
+
+def test_a_misnamed_prefer_entry_is_an_error():
+    config = load_gate_config()
+    config = config.model_copy(update={"heuristics": config.heuristics.model_copy(update={"prefer": ["fact_span"]})})
+    with pytest.raises(ValueError, match=r"heuristics.prefer names unknown validator\(s\) \['fact_span'\]"):
+        Gate(config)

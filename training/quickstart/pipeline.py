@@ -245,12 +245,9 @@ class Quickstart:
 
             from autovalidators.inference.abstention import load_abstention
 
-            # The three validators come from this run, every one as its model (the shipped policy's
-            # heuristics.prefer is about the shipped models, not these); the abstention model is not
-            # retrained here, so the shipped one decides `abstains` (its sha256 is in meta.models).
-            config = load_gate_config(None)
-            config = config.model_copy(update={"heuristics": config.heuristics.model_copy(update={"prefer": []})})
-            gate = Gate(config, models_dir=self.out / "models", abstention=load_abstention())
+            # The three validators come from this run; the abstention model is not retrained here,
+            # so the shipped one decides `abstains` (its sha256 is in each result's meta.models).
+            gate = Gate(load_gate_config(None), models_dir=self.out / "models", abstention=load_abstention())
             fallback = [n for n, v in gate.validators.items() if v.info.kind == "heuristic"]
             if fallback:
                 raise ValueError(f"{', '.join(fallback)}: no model loaded from {self.out / 'models'}")
