@@ -62,7 +62,7 @@ def is_valid_score(score: float | None) -> bool:
     return isinstance(score, (int, float)) and math.isfinite(score) and 0.0 <= score <= 1.0
 
 
-def _check(name: str, applies: bool, score: float | None, policy: CheckPolicy) -> CheckResult:
+def _check(name: str, applies: bool, score: float | None, policy: CheckPolicy | DeclaredCheck) -> CheckResult:
     if not applies:
         # No score is reported either: a default like precision=1.0 for an empty context would read
         # as a pass to anyone skimming the output.
@@ -245,8 +245,7 @@ def _declared_check(name: str, spec: DeclaredCheck, output: Any, has_context: bo
             return CheckResult(name, True, None, spec.minimum, False,
                                f"{spec.validator} output has no number {spec.field!r} (got {raw!r})")
         raw = 1.0 - raw if spec.invert else raw
-    policy = CheckPolicy(minimum=spec.minimum, required=spec.required)
-    return _check(name, applies, raw, policy)
+    return _check(name, applies, raw, spec)
 
 
 def _declared_rule(name: str, spec: DeclaredCheck) -> Callable[[_Context], Verdict | None]:

@@ -34,7 +34,7 @@ HEALTH_PROBE_S = 0.25
 
 # Statuses that are the service working as designed under load: answered, or shed at once.
 OK, SHED = "200", "503"
-TIMEOUT_STATUSES = ("408", "504", "TimeoutError", "socket.timeout")
+TIMEOUT_STATUSES = ("408", "504", "TimeoutError")  # TimeoutError: the client gave up (socket.timeout)
 
 
 def _percentiles(values: list[float]) -> dict[str, float]:
