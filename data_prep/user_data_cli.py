@@ -2,7 +2,8 @@
 
 The prepare commands of every task that takes user data (training/cli.py for qa-relevance and
 tone, data_prep/fact_spans/cli.py, training/abstention/cli.py) share these options and this body.
-Only typer at import time: `datasets` and the task configs load inside `prepare_from_data`.
+Light at import time (typer and the schemas, no torch): `datasets` and the task configs load
+inside `prepare_from_data`.
 
 Beside the data it writes `config.yaml`: the task's training recipe (the task's config file, or
 `--config`) with `prepare`'s data folder and `train.train_file/dev_file` pointed at the prepared
@@ -23,7 +24,6 @@ import typer
 from autovalidators.inference.cli import console
 
 # The tasks data_prep.user_data has a schema for (a test keeps the two lists equal).
-USER_DATA_TASKS = ("fact_spans", "qa_relevance", "tone", "abstention")
 DATA_HELP = ("your data instead of the public recipe: a .json/.jsonl/.csv/.parquet file or a Hugging Face dataset "
              "name; schemas in data_prep/USER_DATA.md")
 SPLIT_HELP = ("with --data: put every row into this split (train, dev or test) instead of splitting 80/10/10 by "

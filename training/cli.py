@@ -13,8 +13,9 @@ from typing import Optional
 
 import typer
 
-from autovalidators.data_prep.user_data_cli import (COLUMNS_HELP, DATA_HELP, OUT_HELP, SPLIT_HELP, USER_DATA_TASKS,
-                                                    prepare_from_data, refuse_data_options)
+from autovalidators.data_prep.user_data import USER_DATA_TASKS
+from autovalidators.data_prep.user_data_cli import (COLUMNS_HELP, DATA_HELP, OUT_HELP, SPLIT_HELP, prepare_from_data,
+                                                    refuse_data_options)
 from autovalidators.inference.cli import average_app, benchmark_app, console, export_app, prepare_app, train_app
 from autovalidators.inference.config import ConfigError
 

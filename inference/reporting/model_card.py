@@ -26,13 +26,12 @@ import yaml
 from pydantic import BaseModel, ConfigDict
 
 from ..config import load_config
-from ..manifest import BENCHMARK_NAME, MANIFEST_NAME, load_manifest
+from ..manifest import BENCHMARK_NAME, CARD_FILES, MANIFEST_NAME, load_manifest
 from .card_tables import bullets, cell, collect_rows, fmt, is_empty, is_number, markdown_table, plain, render_rows
 
 logger = logging.getLogger(__name__)
 
-CARD_NAME = "README.md"
-CARD_TEXT_NAME = "card.yaml"
+CARD_NAME, CARD_TEXT_NAME = CARD_FILES  # the generated card and the prose it is generated with
 Source = Literal["manifest", "benchmark"]
 PLACEHOLDER = re.compile(r"\{\{\s*([^{}]+?)\s*\}\}")
 
