@@ -7,7 +7,6 @@ output), 2 the command itself could not run (bad config, missing file, bad optio
 from __future__ import annotations
 
 import importlib
-import json
 import logging
 import sys
 from importlib import resources
@@ -16,9 +15,8 @@ from typing import Optional
 
 import typer
 from rich.logging import RichHandler
-from rich.table import Table
 
-from .case import Case, read_cases
+from .case import read_cases
 from .config import ConfigError, load_gate_config
 from .gate import Gate
 from .manifest import ManifestError
@@ -38,7 +36,7 @@ for _name, _sub in (("prepare", prepare_app), ("train", train_app), ("average", 
     app.add_typer(_sub, name=_name)
 # Modules that register commands on the apps above. They must import nothing heavy at import
 # time (torch, transformers): the command bodies import what they need.
-COMMAND_MODULES: list[str] = ["autovalidators.inference.serving.cli", "autovalidators.training.cli",
+COMMAND_MODULES: list[str] = ["autovalidators.inference.gate_cli", "autovalidators.inference.serving.cli", "autovalidators.training.cli",
                               "autovalidators.training.grounding.cli",
                               "autovalidators.training.abstention.cli",
                               "autovalidators.inference.regression_cli",
@@ -128,38 +126,6 @@ def quickstart(
     examples = resources.files("autovalidators.inference").joinpath("examples/cases.jsonl")
     with resources.as_file(examples) as path:
         validate(input=path, output=output, validators=None, config=None, models_dir=None, quiet=False, judge=None)
-
-
-@benchmark_app.command("gate")
-def benchmark_gate(
-    cases: Optional[Path] = typer.Option(None, help="JSONL of cases (default: the bundled examples)"),
-    repeat: int = typer.Option(20, min=1, help="rounds over the cases"),
-    json_out: Path = typer.Option(Path("out/benchmarks/gate.json"), "--json", help="where to write the JSON"),
-    validators: Optional[str] = typer.Option(None, help="comma-separated validator names"),
-    models_dir: Optional[Path] = typer.Option(None, help="folder with trained validators"),
-) -> None:
-    """Latency of the whole gate, one case per call, on the validators that load (models or heuristics)."""
-    from .latency import measure_gate
-
-    gate = _build_gate(None, validators, models_dir)
-    source = cases or Path(str(resources.files("autovalidators.inference").joinpath("examples/cases.jsonl")))
-    records = list(read_cases(source))
-    good = [r for r in records if isinstance(r, Case)]
-    if len(good) != len(records):
-        raise _fail(f"{source}: {len(records) - len(good)} bad record(s); run `validate` on it to see them")
-    report = measure_gate(gate, good, repeat=repeat)
-    report["source"] = str(source)
-    table = Table(title=f"gate latency, {len(good)} cases x {repeat} rounds")
-    for column in ("validators", "p50 ms", "p95 ms", "p99 ms", "batch cases/s"):
-        table.add_column(column)
-    kinds = ", ".join(f"{n}={v['kind']}" for n, v in gate.models.items())
-    s = report["single_case"]
-    table.add_row(kinds, f"{s['p50_ms']:.2f}", f"{s['p95_ms']:.2f}", f"{s['p99_ms']:.2f}",
-                  f"{report['batch_cases_per_s']:.0f}")
-    console.print(table)
-    json_out.parent.mkdir(parents=True, exist_ok=True)
-    json_out.write_text(json.dumps(report, indent=2) + "\n")
-    console.print(f"wrote {json_out}")
 
 
 def _register_commands() -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -125,8 +125,35 @@ class DeclaredCheck(StrictModel):
     reason: str = Field("", description="sentence for the result's reason; default names the score and minimum")
 
 
+THRESHOLD_CHECKS = ("grounding", "span_grounding", "fact_recall", "relevance", "context_quality", "agreement")
+
+
+class TaskPolicy(StrictModel):
+    """Minimums for one task type that differ from `checks` (e.g. fitted by `autovalidators calibrate`):
+    a data-to-text answer restates a table in words, so its lexical grounding runs lower than a
+    summary's, and one minimum for both stops good answers of the one to catch bad ones of the other."""
+
+    minimums: dict[str, float] = Field(default_factory=dict, description="check name -> minimum")
+    confident_at: float | None = Field(None, ge=0.0, le=1.0, description="specificity.confident_at for this task")
+
+    @model_validator(mode="after")
+    def _known_checks(self) -> "TaskPolicy":
+        unknown = sorted(set(self.minimums) - set(THRESHOLD_CHECKS))
+        if unknown:
+            raise ValueError(f"minimums for unknown check(s) {unknown}; choose from {', '.join(THRESHOLD_CHECKS)}")
+        bad = {k: v for k, v in self.minimums.items() if not 0.0 <= v <= 1.0}
+        if bad:
+            raise ValueError(f"minimums must lie in [0, 1], got {bad}")
+        return self
+
+
 class GateConfig(StrictModel):
     checks: ChecksPolicy = ChecksPolicy()
+    # Per task type (QA, Summary, Data2txt; a case's meta.task, else inferred from question and
+    # context): minimums that replace those in `checks` for that task's cases.
+    tasks: dict[Literal["QA", "Summary", "Data2txt"], TaskPolicy] = Field(default_factory=dict)
+    # Where the minimums came from (`autovalidators calibrate` writes it): data, sha256, rates.
+    provenance: dict[str, Any] = Field(default_factory=dict)
     # Checks on further validators (see DeclaredCheck), by name; each needs a place in rule_order.
     declared_checks: dict[str, DeclaredCheck] = Field(default_factory=dict)
     # The order rules are tried in: every built-in rule once, plus each declared check's name.
@@ -140,6 +167,19 @@ class GateConfig(StrictModel):
     # Registered validator names (`inference.validators.registry`); checked when the Gate is built.
     validators: list[str] = ["fact_spans", "qa_relevance", "tone"]
     models_dir: str | None = Field(None, description="where trained validators live; None = the shipped models/")
+
+    def for_task(self, task: str | None) -> "GateConfig":
+        """This config with `tasks[task]`'s minimums in place (itself when the task has none)."""
+        policy = self.tasks.get(task) if task else None
+        if policy is None:
+            return self
+        checks = self.checks.model_copy(update={
+            name: getattr(self.checks, name).model_copy(update={"minimum": minimum})
+            for name, minimum in policy.minimums.items()})
+        update: dict[str, Any] = {"checks": checks, "tasks": {}}
+        if policy.confident_at is not None:
+            update["specificity"] = self.specificity.model_copy(update={"confident_at": policy.confident_at})
+        return self.model_copy(update=update)
 
     @model_validator(mode="after")
     def _band_is_ordered(self) -> "GateConfig":

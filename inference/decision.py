@@ -9,8 +9,9 @@ and placed in that order by name, with no edit here. The built-in rules, in thei
 2. context empty or not covering the question, answer asserts instead of abstaining
                                                  -> REJECT  regenerate_with_abstention
    (a rule, not a threshold: it holds even with every minimum at 0)
-3. off-topic (before the grounding rules: an answer to another question is ungrounded because it
-   is off the question, and neither a grounding nor a sharper prompt fixes it)
+3. off-topic and vague (before the grounding rules: an answer to another question is ungrounded
+   because it is off the question, and neither a grounding nor a sharper prompt fixes it; an
+   off-topic answer full of specific ungrounded claims falls through to rule 4)
                                                  -> REVIEW  retry_with_clearer_query
 4. ungrounded and specific (confident hallucination) -> REJECT regenerate_with_grounding_prompt
 5. an applicable score missing / NaN / infinite / out of [0, 1] -> REVIEW human_review (fail closed)
@@ -156,6 +157,11 @@ def _off_topic(ctx: _Context) -> Verdict | None:
     # is a clearer query, not a grounding prompt. It is still not served (REVIEW).
     if "relevance" not in ctx.valid_failed:
         return None
+    # Off the question AND full of specific claims the context does not hold is worse than off
+    # topic: it invents facts (seed 000's French Revolution essay to a password question). The
+    # confident-hallucination rule decides it; a vague off-topic answer stays here.
+    if ctx.grounding_fails and ctx.signals.specificity >= ctx.config.specificity.confident_at:
+        return None
     check = ctx.valid_failed["relevance"]
     return ctx.verdict(Decision.REVIEW, FailureType.OFF_TOPIC, NextAction.RETRY_WITH_CLEARER_QUERY,
                        f"The answer does not address the question (relevance {check.score:.2f} "
@@ -209,9 +215,10 @@ def _incomplete(ctx: _Context) -> Verdict | None:
                            f"The answer leaves out most of the context's facts (fact_recall {check.score:.2f} "
                            f"< {check.minimum:.2f}).", _confidence(_margin(check)))
     if ctx.signals.abstains and ctx.has_context:
+        coverage = ctx.checks["context_quality"]  # not applicable to a summary request: no margin to read
         return ctx.verdict(Decision.REVIEW, FailureType.INCOMPLETE, NextAction.RETRY_WITH_SPECIFIC_PROMPT,
                            "The answer abstains although the context covers the question.",
-                           _confidence(_margin(ctx.checks["context_quality"])))
+                           _confidence(_margin(coverage)) if coverage.score is not None else 75)
     return None
 
 
@@ -284,7 +291,9 @@ def decide(
             "relevance", qa is not None and qa.applies and not signals.abstains, qa.score if qa else None,
             policy.relevance,
         ),
-        "context_quality": _check("context_quality", has_context, signals.context_quality, policy.context_quality),
+        # Not applicable without a question to cover (summary, data-to-text: CaseSignals says why).
+        "context_quality": _check("context_quality", has_context and signals.context_quality is not None,
+                                  signals.context_quality, policy.context_quality),
         "tone_safety": _tone_check(tone, config),
     }
     quality = [c.score for name, c in checks.items()

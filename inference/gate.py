@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
@@ -16,10 +17,22 @@ from .abstention import AbstentionDetector, AbstentionOutput, load_abstention
 from .case import Case
 from .config import GateConfig, load_gate_config
 from .decision import decide
+from .grounding import task_of
 from .results import CaseSignals, FactSpansOutput, QARelevanceOutput, Result, Span, ToneOutput
 from .validators import DEFAULT_MODELS_DIR, VALIDATOR_NAMES, Validator, known_validators, load_validator
 
 logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Scored:
+    """One case with everything the decision policy reads (see `Gate.score_batch`)."""
+
+    case: Case
+    outputs: dict[str, Any]
+    abstention: AbstentionOutput
+    signals: CaseSignals
+    task: str  # QA, Summary or Data2txt (inference.grounding.task_of)
 
 
 class Gate:
@@ -104,17 +117,12 @@ class Gate:
         if not cases:
             return []
         started = time.perf_counter()
-        outputs = {name: validator.predict(cases) for name, validator in self.validators.items()}
-        abstentions = self.abstention.predict(cases)
-        for name, produced in [*outputs.items(), ("abstention", abstentions)]:
-            if len(produced) != len(cases):
-                raise RuntimeError(f"validator {name} returned {len(produced)} outputs for {len(cases)} cases")
+        scored = self.score_batch(cases)
         per_case_ms = (time.perf_counter() - started) * 1000 / len(cases)
         results = []
-        for index, case in enumerate(cases):
+        for case, one in zip(cases, scored):
             case_started = time.perf_counter()
-            per_validator = {name: produced[index] for name, produced in outputs.items()}
-            result = self._decide(case, per_validator, abstentions[index])
+            result = self.decide(one)
             latency = per_case_ms + (time.perf_counter() - case_started) * 1000
             result.meta["latency_ms"] = round(latency, 3)
             if self.judge is not None and result.confidence < self.config.judge.uncertain_below_confidence:
@@ -122,12 +130,33 @@ class Gate:
             results.append(result)
         return results
 
-    def _decide(self, case: Case, outputs: dict[str, Any], abstention: AbstentionOutput) -> Result:
-        signals = CaseSignals(
-            specificity=heuristics.specificity(case.answer),
-            context_quality=heuristics.context_quality(case.question, case.context_text),
-            abstains=abstention.abstains,
-        )
+    def score_batch(self, cases: Sequence[Case]) -> list[Scored]:
+        """Every validator's output and the model-free signals per case: all the decision reads.
+        Deciding again under another config (`decide(scored, config)`) costs no model call, which
+        is how `calibrate` tries thousands of minimums."""
+        outputs = {name: validator.predict(cases) for name, validator in self.validators.items()}
+        abstentions = self.abstention.predict(cases)
+        for name, produced in [*outputs.items(), ("abstention", abstentions)]:
+            if len(produced) != len(cases):
+                raise RuntimeError(f"validator {name} returned {len(produced)} outputs for {len(cases)} cases")
+        scored = []
+        for index, case in enumerate(cases):
+            abstention = abstentions[index]
+            task = task_of(case.question, case.context_text, str(case.meta.get("task", "")) or None)
+            signals = CaseSignals(
+                specificity=heuristics.specificity(case.answer),
+                context_quality=heuristics.context_quality(case.question, case.context_text) if task == "QA" else None,
+                abstains=abstention.abstains,
+            )
+            scored.append(Scored(case, {name: produced[index] for name, produced in outputs.items()},
+                                 abstention, signals, task))
+        return scored
+
+    def decide(self, scored: Scored, config: GateConfig | None = None) -> Result:
+        """The verdict on one scored case under `config` (default: this gate's), with the case's
+        task type's minimums (`config.tasks`) in place."""
+        config = (config or self.config).for_task(scored.task)
+        case, outputs, signals, abstention = scored.case, scored.outputs, scored.signals, scored.abstention
         fact = outputs.get("fact_spans")
         qa = outputs.get("qa_relevance")
         tone = outputs.get("tone")
@@ -137,10 +166,10 @@ class Gate:
             fact=fact if isinstance(fact, FactSpansOutput) else None,
             qa=qa if isinstance(qa, QARelevanceOutput) else None,
             tone=tone if isinstance(tone, ToneOutput) else None,
-            config=self.config,
+            config=config,
             others={name: output for name, output in outputs.items() if name not in VALIDATOR_NAMES},
         )
-        low, high = self.config.spans.low_confidence_band
+        low, high = config.spans.low_confidence_band
         uncertain: tuple[Span, ...] = tuple(
             s for s in (fact.spans if isinstance(fact, FactSpansOutput) else ()) if low <= s.score <= high
         )
@@ -159,6 +188,7 @@ class Gate:
             meta={
                 "models": {name: info["sha256"] or info["version"] for name, info in self.models.items()},
                 "fallback": self.fallbacks,
+                "task": scored.task,
                 "signals": {"specificity": signals.specificity, "context_quality": signals.context_quality,
                             "abstains": signals.abstains, "abstention_probability": abstention.probability},
             },

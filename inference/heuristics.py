@@ -149,17 +149,29 @@ def recall_of_facts(answer_stems: set[str], fact_stems: Sequence[set[str] | froz
     return covered / len(facts)
 
 
+# Dates count like numbers: "in January", "on Monday", "в марте" make a claim as checkable as "in 1793".
+_DATE_WORD = re.compile(
+    r"^(?:(?:january|february|march|april|june|july|august|september|october|november|december|monday|tuesday|"
+    r"wednesday|thursday|friday|saturday|sunday)|(?:январ|феврал|март|апрел|июн|июл|август|сентябр|октябр|ноябр|"
+    r"декабр|понедельник|вторник|четверг|пятниц|суббот|воскресень)[а-яё]{0,2}|ма[йяе])$", re.IGNORECASE)
+# A long word is mostly a term ("cyclooxygenase", "тромбоксан"): definite technical claims are made of them.
+TERM_LETTERS = 10
+
+
 def specificity(answer: str) -> float:
-    """How concrete and assertive the answer is: numbers, names, no hedging."""
+    """How concrete and assertive the answer is: numbers and dates, named things (a capitalised word
+    not opening its sentence), technical terms (long words), less for each hedge."""
     tokens = tokenize(answer)
     content = [t for t in tokens if not t.is_stopword]
     if not content:
         return 0.0
     sentence_starts = {s.start for s in split_sentences(answer)}
-    numbers = sum(1 for t in content if t.is_number)
-    names = sum(1 for t in content if t.is_capitalized and t.start not in sentence_starts and not t.is_number)
+    numbers = sum(1 for t in content if t.is_number or _DATE_WORD.match(t.text))
+    names = sum(1 for t in content if t.is_capitalized and t.start not in sentence_starts and not t.is_number
+                and not _DATE_WORD.match(t.text))
+    terms = sum(1 for t in content if not t.is_number and len(t.text) >= TERM_LETTERS)
     hedges = len(_HEDGE.findall(answer))
-    density = (2 * numbers + names) / len(content)
+    density = (2 * numbers + names + 0.5 * terms) / len(content)
     # A few numbers or names in a short answer already make it checkable; saturate early.
     score = 1.0 - math.exp(-4.0 * density) - 0.15 * hedges
     return max(0.0, min(1.0, score))

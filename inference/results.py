@@ -103,8 +103,10 @@ class CaseSignals:
 
     # How concrete the answer is (numbers, names, no hedging): splits confident from vague.
     specificity: float
-    # Share of the question's content the context covers: the retrieval-quality signal.
-    context_quality: float
+    # Share of the question's content the context covers: the retrieval-quality signal. None when
+    # there is no question to cover: a summary or data-to-text request is an instruction about the
+    # context itself ("Summarize the following news"), which no context "covers".
+    context_quality: float | None
     # The answer declines to answer ("I don't have enough information…").
     abstains: bool
 

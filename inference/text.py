@@ -18,7 +18,12 @@ from .number_words import SCALE_WORDS, is_number_word, number_value, scaled
 
 # A number keeps its inner separators ("1,000", "3.5", "2027"); a word is any run of letters/digits.
 WRITTEN_NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
-_TOKEN = re.compile(WRITTEN_NUMBER.pattern + r"|[^\W\d_]+(?:['’-][^\W\d_]+)*|\d+", re.UNICODE)
+# Stress and other combining accents ("Сраже́ние", common in Russian encyclopaedias) stay inside
+# their word and are dropped from its text; they used to split it in two, so it matched nothing.
+_ACCENTS = "\u0300-\u036f"
+_LETTERS = rf"(?:[^\W\d_][{_ACCENTS}]*)+"
+_TOKEN = re.compile(WRITTEN_NUMBER.pattern + rf"|{_LETTERS}(?:['’-]{_LETTERS})*|\d+", re.UNICODE)
+_ACCENT = re.compile(f"[{_ACCENTS}]")
 _CYRILLIC = re.compile(r"[\u0400-\u04FF]")
 # Sentence ends: . ! ? … followed by space and an upper-case letter, digit or quote; or a newline.
 _SENTENCE_END = re.compile(r"(?<=[.!?…])\s+(?=[\"«(\[]?[A-ZА-ЯЁ0-9])|\n+")
@@ -100,7 +105,7 @@ def tokenize(text: str) -> list[Token]:
     tokens = []
     for match in _TOKEN.finditer(text):
         surface = match.group(0)
-        lower = surface.lower().replace("ё", "е")
+        lower = _ACCENT.sub("", surface.lower()).replace("ё", "е")
         is_number = surface[0].isdigit()
         if is_number:
             stem = normalize_number(surface)

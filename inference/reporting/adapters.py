@@ -208,8 +208,19 @@ def model_section(name: str, labels: tuple[str, ...] = (), files: Callable[[dict
 
 
 def adapt_gate(data: dict[str, Any], file: Path, section: SectionConfig, config: ReportConfig) -> ValidatorSection:
-    """`benchmark gate`: whole-gate latency, one case per call."""
+    """`benchmark gate`: whole-gate latency, one case per call; on labelled cases friction (good
+    answers not ACCEPTed) and misses (bad answers ACCEPTed) per language, task and set."""
     notes: list[str] = []
+    groups = (data.get("quality") or {}).get("groups") or {}
+    metrics = [MetricRow(scope=scope, group=str(row.get("group")), support=int(row.get("good", 0)) + int(row.get("bad", 0)),
+                         extra={"good": row.get("good"), "bad": row.get("bad"), "friction": number(row.get("friction")),
+                                "miss": number(row.get("miss"))}, source_key=f"quality.groups.{scope}")
+               for scope in ("all", "language", "task", "set") for row in groups.get(scope) or []]
+    for language, counts in ((data.get("quality") or {}).get("good_stopped_by") or {}).items():
+        notes.append(f"good answers stopped ({language}): " + ", ".join(f"{k} {v}" for k, v in counts.items()))
+    for row in data.get("tone") or []:
+        if row.get("dataset") == "all neutral":
+            notes.append(f"tone check flags {100 * row['flag_rate']:.1f}% of {row['texts']} neutral {row['language']} texts")
     single = data.get("single_case") or {}
     kinds = ", ".join(f"{n}={v.get('kind')}" for n, v in (data.get("validators") or {}).items())
     rows = [LatencyRow(runtime="gate", setting=f"one case ({kinds})", p50_ms=number(single.get("p50_ms")),
@@ -220,7 +231,8 @@ def adapt_gate(data: dict[str, Any], file: Path, section: SectionConfig, config:
     if not source.model_sha256:  # the gate runs several models: name each one's sha256 (or its kind)
         models = "; ".join(f"{n}={v.get('sha256') or v.get('kind')}" for n, v in (data.get("validators") or {}).items())
         source = source.model_copy(update={"model_sha256": models})
-    return ValidatorSection(name="gate", status="benchmarked", provenance=source, latency=rows, notes=notes)
+    return ValidatorSection(name="gate", status="benchmarked", provenance=source, metrics=metrics, latency=rows,
+                            notes=notes)
 
 
 def adapt_obedience(data: dict[str, Any], file: Path, section: SectionConfig, config: ReportConfig) -> ValidatorSection:

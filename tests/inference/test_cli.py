@@ -10,9 +10,10 @@ from importlib import resources
 import pytest
 from typer.testing import CliRunner
 
-from autovalidators.inference.cli import app
+from autovalidators.inference.cli import _register_commands, app
 
 runner = CliRunner()
+_register_commands()  # `benchmark gate` and the other command modules, as `main` does
 GOOD = {"id": "ok", "question": "When did the tower open?", "context": "The tower opened in 1889.",
         "answer": "The tower opened in 1889."}
 
@@ -129,4 +130,5 @@ def test_benchmark_gate_prints_and_writes_latency(tmp_path):
     bundled = resources.files("autovalidators.inference").joinpath("examples/cases.jsonl").read_text().splitlines()
     assert report["cases"] == len([line for line in bundled if line.strip()]) and report["repeat"] == 2
     assert 0 < report["single_case"]["p50_ms"] <= report["single_case"]["p95_ms"]
-    assert "p50 ms" in result.output
+    assert "p50" in result.output
+    assert "quality" not in report  # the bundled examples carry no good/bad labels: latency only

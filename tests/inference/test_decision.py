@@ -84,15 +84,31 @@ def test_one_weak_check_is_not_rescued_by_three_strong_ones():
     assert verdict.next_action is NextAction.RETRY_WITH_CLEARER_QUERY
 
 
-def test_an_off_topic_answer_is_off_topic_even_when_its_claims_are_specific_and_ungrounded():
-    # "Our office is open from nine to five" to a password question: ungrounded because it is about
-    # something else; the fix is a clearer query, and it is still not served.
-    off_topic = run(fact=grounded(precision=0.0, hallucination=1.0, recall=0.0), sig=signals(specificity=0.9),
-                    qa=QARelevanceOutput(applies=True, score=0.05, relevant=False))
-    assert (off_topic.decision, off_topic.failure_type) == (Decision.REVIEW, FailureType.OFF_TOPIC)
-    on_topic = run(fact=grounded(precision=0.0, hallucination=1.0, recall=0.0), sig=signals(specificity=0.9),
-                   qa=QARelevanceOutput(applies=True, score=0.9, relevant=True))
-    assert (on_topic.decision, on_topic.failure_type) == (Decision.REJECT, FailureType.CONFIDENT_HALLUCINATION)
+def test_an_off_topic_answer_full_of_specific_ungrounded_claims_is_a_confident_hallucination():
+    # Seed 000: an essay on the French Revolution to a password question invents facts; REJECT it.
+    off_question = QARelevanceOutput(applies=True, score=0.05, relevant=False)
+    detailed = run(fact=grounded(precision=0.0, hallucination=1.0, recall=0.0), sig=signals(specificity=0.9),
+                   qa=off_question)
+    assert (detailed.decision, detailed.failure_type) == (Decision.REJECT, FailureType.CONFIDENT_HALLUCINATION)
+    # A vague off-topic answer stays REVIEW off_topic: a clearer query fixes it.
+    vague = run(fact=grounded(precision=0.0, hallucination=1.0, recall=0.0), sig=signals(specificity=0.1),
+                qa=off_question)
+    assert (vague.decision, vague.failure_type) == (Decision.REVIEW, FailureType.OFF_TOPIC)
+    # Specific but grounded (a true sentence of the context that answers something else): off topic.
+    grounded_elsewhere = run(fact=grounded(), sig=signals(specificity=0.9), qa=off_question)
+    assert (grounded_elsewhere.decision, grounded_elsewhere.failure_type) == (Decision.REVIEW, FailureType.OFF_TOPIC)
+
+
+def test_task_minimums_replace_the_global_ones_for_that_task_only():
+    from autovalidators.inference.config import TaskPolicy
+
+    config = GateConfig(tasks={"Data2txt": TaskPolicy(minimums={"grounding": 0.3})})
+    weak = grounded(precision=0.4, hallucination=0.05)
+    assert run(config.for_task("Data2txt"), fact=weak).decision is Decision.ACCEPT
+    assert run(config.for_task("QA"), fact=weak).decision is not Decision.ACCEPT
+    assert config.for_task("QA") is config
+    with pytest.raises(ValueError, match="unknown check"):
+        TaskPolicy(minimums={"groundedness": 0.3})
 
 
 @pytest.mark.parametrize("config", [GateConfig(), all_zero_config()], ids=["default", "all-minimums-zero"])
@@ -251,3 +267,12 @@ def test_missing_validators_mean_their_checks_do_not_apply():
     assert verdict.decision is Decision.ACCEPT
     applied = {c.name for c in verdict.checks if c.applies}
     assert applied == {"context_quality"}
+
+
+def test_a_summary_request_has_no_question_for_the_context_to_cover():
+    # "Summarize the following news" shares no words with the news: that is no retrieval miss.
+    summary = run(sig=signals(context_quality=None))
+    assert summary.decision is Decision.ACCEPT
+    assert next(c for c in summary.checks if c.name == "context_quality").applies is False
+    abstaining = run(sig=signals(context_quality=None, abstains=True))
+    assert (abstaining.decision, abstaining.failure_type) == (Decision.REVIEW, FailureType.INCOMPLETE)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from autovalidators.inference import heuristics
+from autovalidators.inference.config import GateConfig
 from autovalidators.inference.text import language_of, split_sentences, tokenize
 
 
@@ -139,3 +140,24 @@ def test_embedding_relevance_separates_answers_that_share_no_words():
 ])
 def test_an_abstention_may_restate_the_questions_numbers_but_not_add_one(answer, question, expected):
     assert heuristics.abstains(answer, question) is expected
+
+
+def test_specificity_counts_dates_and_technical_terms_not_only_digits_and_names():
+    vague = heuristics.specificity("The revolution began when people stormed the fortress, and the king lost power.")
+    dated = heuristics.specificity("The king was executed in January, and the terror lasted until the summer.")
+    technical = heuristics.specificity("Aspirin irreversibly inhibits cyclooxygenase, reducing thromboxane synthesis.")
+    russian = heuristics.specificity("Король был казнён в январе, а террор продолжался до лета.")
+    confident_at = GateConfig().specificity.confident_at
+    assert vague < confident_at
+    assert min(dated, technical, russian) >= confident_at
+    # "may" the modal verb is not the month; "среди" (among) is not Wednesday.
+    assert heuristics.specificity("It may rain, and it may not.") < confident_at
+    assert not heuristics._DATE_WORD.match("среди") and not heuristics._DATE_WORD.match("маяк")
+
+
+def test_a_stress_mark_does_not_split_a_russian_word():
+    # TyDi's Russian questions carry stress marks ("Сраже́ние"); split, the word matched nothing and
+    # a well-covered question read as a retrieval miss.
+    words = [t.text for t in tokenize("Кто выиграл Сраже́ние при Энти́теме?")]
+    assert words == ["кто", "выиграл", "сражение", "при", "энтитеме"]
+    assert heuristics.context_quality("Кто выиграл Сраже́ние при Энти́теме?", "Сражение при Энтитеме выиграл Союз.") > 0.9

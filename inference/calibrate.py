@@ -1,0 +1,235 @@
+"""`autovalidators calibrate LABELLED.jsonl --max-miss 0.10`: the gate's minimums fitted to your cases.
+
+Every validator runs once per case (`Gate.score_batch`); each candidate set of minimums then only
+re-runs the decision policy, so thousands of candidates cost seconds. The fit is coordinate descent
+over a grid of minimums: the lowest friction (good answers not ACCEPTed) whose miss rate (bad
+answers ACCEPTed) is at most `max_miss`. Minimums per task type (QA, Summary, Data2txt) are fitted
+where that task has enough labels of its own, each task held to `max_miss` on its own cases, so no
+task pays for another.
+
+Too few labels make a miss rate a guess: with n bad answers its standard error is
+sqrt(m(1-m)/n); the command refuses until that is at most half the allowed rate m (n >= 4(1-m)/m:
+36 bad answers at m = 0.10) and there are `MIN_GOOD` good answers, and says how many more it needs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import math
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+import yaml
+
+from .config import THRESHOLD_CHECKS, GateConfig, TaskPolicy
+from .gate import Gate, Scored
+from .gate_quality import Labelled, rates
+from .results import Decision
+
+# context_quality is not tuned: its job is routing (a question the context does not cover goes to
+# abstention or to retrieval, `missing_abstention` / `poor_retrieval`), which good/bad labels cannot
+# see; every other rule catches those answers anyway, so a fit would only ever lower it to 0.
+TUNED_CHECKS = ("grounding", "span_grounding", "relevance", "agreement")
+# Minimums tried: fine near 0, where a lexical score of a good answer often sits just above nothing.
+GRID = (0.0, 0.01, 0.02, 0.05) + tuple(round(0.05 * i, 2) for i in range(2, 20))  # .. 0.95
+COARSE = tuple(GRID.index(v) for v in (0.0, 0.02, 0.1, 0.3, 0.5, 0.7, 0.9))  # every combination of these first
+MIN_GOOD = 30
+MAX_PASSES = 4  # refinement passes over the checks after the coarse search
+
+
+class TooFewLabels(ValueError):
+    """The labelled cases cannot support the requested miss rate; the message says how many more."""
+
+
+def labels_needed(max_miss: float) -> int:
+    """Bad answers needed before a miss rate of `max_miss` is measured to within half of itself."""
+    return math.ceil(4 * (1 - max_miss) / max_miss)
+
+
+def shortfall(good: int, bad: int, max_miss: float) -> str | None:
+    need_bad = labels_needed(max_miss)
+    missing = [f"{need_bad - bad} more bad answers" if bad < need_bad else "",
+               f"{MIN_GOOD - good} more good answers" if good < MIN_GOOD else ""]
+    missing = [m for m in missing if m]
+    if not missing:
+        return None
+    return (f"{good} good and {bad} bad answers cannot pin a miss rate of {max_miss:.2f} down (its standard "
+            f"error would exceed half of it); label {' and '.join(missing)}")
+
+
+@dataclass
+class Fit:
+    minimums: dict[str, float]
+    friction: float
+    miss: float
+    evaluated: int
+    curves: dict[str, list[dict[str, float]]] = field(default_factory=dict)
+
+
+class _Acceptance:
+    """Which cases the gate ACCEPTs under any minimums of the tuned checks, without re-deciding.
+
+    Why this is exact: every rule that stops an answer either reads no tuned minimum (unsafe tone,
+    an invalid score, abstaining although the context covers the question, a declared check) or
+    fires only when an applicable required tuned check fails. So a case is ACCEPTed iff it is
+    ACCEPTed with every tuned minimum at 0 and each of its applicable tuned scores reaches its
+    minimum. `calibrate` re-decides the fitted minimums with the real policy and stops if the two
+    ever disagree.
+    """
+
+    def __init__(self, gate: Gate, scored: Sequence[Scored], base: GateConfig):
+        zero = config_with(base, {name: 0.0 for name in TUNED_CHECKS}, {})
+        results = [gate.decide(s, zero) for s in scored]
+        self.open = np.array([r.decision is Decision.ACCEPT for r in results], dtype=bool)
+        scores = np.full((len(scored), len(TUNED_CHECKS)), np.nan)
+        for row, result in enumerate(results):
+            checks = {c.name: c for c in result.checks}
+            for column, name in enumerate(TUNED_CHECKS):
+                check = checks[name]
+                if check.applies and check.score is not None and getattr(base.checks, name).required:
+                    scores[row, column] = check.score
+        # passes[c][v]: the cases whose check c passes at minimum GRID[v] (not applying = passing)
+        self.passes = [[np.isnan(scores[:, c]) | (np.nan_to_num(scores[:, c]) >= value) for value in GRID]
+                       for c in range(len(TUNED_CHECKS))]
+
+    def accepted(self, indices: Sequence[int]) -> np.ndarray:
+        mask = self.open.copy()
+        for column, index in enumerate(indices):
+            mask &= self.passes[column][index]
+        return mask
+
+
+def _objective(friction: float, miss: float, max_miss: float) -> tuple[int, float, float]:
+    # Feasible candidates first, by friction; infeasible ones by how far over the miss limit.
+    return (0, friction, miss) if miss <= max_miss + 1e-12 else (1, miss, friction)
+
+
+def fit_minimums(acceptance: _Acceptance, good: np.ndarray, mask: np.ndarray, *, max_miss: float,
+                 base: dict[str, float], pinned: tuple[np.ndarray, np.ndarray] | None = None) -> Fit:
+    """The least friction at miss <= max_miss: every combination of the COARSE minimums, then each
+    check refined on the whole GRID in turn. Among equally good candidates the one nearest `base`
+    wins: a minimum moves from the base config's only as far as the data pays for, so a check whose routing the data
+    cannot see keeps its hand-set value when it is free.
+
+    `pinned` = (which cases, their acceptance): cases decided by other minimums (their task's own),
+    counted in the rates but not moved by the candidate."""
+    pinned_cases, pinned_accept = pinned if pinned is not None else (np.zeros(len(good), dtype=bool), None)
+    good = good[mask]
+    evaluated = 0
+
+    def measure(indices: Sequence[int]) -> tuple[float, float]:
+        nonlocal evaluated
+        evaluated += 1
+        accepted = acceptance.accepted(indices)
+        if pinned_accept is not None:
+            accepted = np.where(pinned_cases, pinned_accept, accepted)
+        friction, miss = rates(good, accepted[mask])
+        return friction or 0.0, miss or 0.0
+
+    def score(indices: Sequence[int]) -> tuple[int, float, float, float]:
+        moved = sum(abs(GRID[i] - base[name]) for name, i in zip(TUNED_CHECKS, indices))
+        return (*_objective(*measure(indices), max_miss), round(moved, 6))
+
+    current = list(min(itertools.product(COARSE, repeat=len(TUNED_CHECKS)), key=score))
+    best = score(current)
+    for _ in range(MAX_PASSES):
+        improved = False
+        for column in range(len(TUNED_CHECKS)):
+            for index in range(len(GRID)):
+                trial = current[:column] + [index] + current[column + 1:]
+                trial_score = score(trial)
+                if trial_score < best:
+                    best, current, improved = trial_score, trial, True
+        if not improved:
+            break
+    friction, miss = measure(current)
+    curves = {name: [dict(zip(("minimum", "friction", "miss"),
+                              (value, *measure(current[:column] + [index] + current[column + 1:]))))
+                     for index, value in enumerate(GRID)] for column, name in enumerate(TUNED_CHECKS)}
+    return Fit({name: GRID[i] for name, i in zip(TUNED_CHECKS, current)}, friction, miss, evaluated, curves)
+
+
+def calibrate(gate: Gate, labelled: Sequence[Labelled], *, max_miss: float, source: Path,
+              per_task: bool = True) -> dict[str, Any]:
+    """Fitted minimums (overall and per task type) with their friction/miss on these cases and curves.
+    Raises TooFewLabels when the cases cannot support `max_miss`."""
+    good = np.array([item.good for item in labelled], dtype=bool)
+    problem = shortfall(int(good.sum()), int((~good).sum()), max_miss)
+    if problem:
+        raise TooFewLabels(f"{source}: {problem}")
+    started = time.perf_counter()
+    scored = gate.score_batch([item.case for item in labelled])
+    scoring_s = time.perf_counter() - started
+    base = gate.config.model_copy(update={"tasks": {}})
+    acceptance = _Acceptance(gate, scored, base)
+    hand_set = {name: getattr(base.checks, name).minimum for name in TUNED_CHECKS}
+    everything = np.ones(len(scored), dtype=bool)
+    tasks: dict[str, Any] = {}
+    skipped: dict[str, str] = {}
+    task_of_case = np.array([s.task for s in scored])
+    pinned_cases = np.zeros(len(scored), dtype=bool)
+    pinned_accept = np.zeros(len(scored), dtype=bool)
+    for task in sorted({str(t) for t in task_of_case}) if per_task else []:
+        mask = task_of_case == task
+        problem = shortfall(int(good[mask].sum()), int((~good[mask]).sum()), max_miss)
+        if problem:
+            skipped[task] = problem
+            continue
+        fit = fit_minimums(acceptance, good, mask, max_miss=max_miss, base=hand_set)
+        tasks[task] = {"fit": fit, "good": int(good[mask].sum()), "bad": int((~good[mask]).sum())}
+        pinned_cases |= mask
+        pinned_accept[mask] = acceptance.accepted([GRID.index(fit.minimums[n]) for n in TUNED_CHECKS])[mask]
+    # The overall minimums decide every task without its own, here and in use: fitted on all cases,
+    # the tasks with minimums of their own pinned, so the combination keeps miss <= max_miss too.
+    overall = fit_minimums(acceptance, good, everything, max_miss=max_miss, base=hand_set,
+                           pinned=(pinned_cases, pinned_accept) if skipped and tasks else None)
+    # The combined effect, every case under its own task's minimums, decided by the real policy.
+    fitted = config_with(base, overall.minimums, {t: v["fit"].minimums for t, v in tasks.items()})
+    accepted = np.array([gate.decide(s, fitted).decision is Decision.ACCEPT for s in scored], dtype=bool)
+    expected = np.zeros(len(scored), dtype=bool)
+    for task in set(task_of_case.tolist()):
+        mask = task_of_case == task
+        minimums = tasks[task]["fit"].minimums if task in tasks else overall.minimums
+        expected[mask] = acceptance.accepted([GRID.index(minimums[n]) for n in TUNED_CHECKS])[mask]
+    if not np.array_equal(accepted, expected):
+        raise RuntimeError(f"the fast acceptance disagrees with the decision policy on {int((accepted != expected).sum())}"
+                           " case(s): a rule reads a tuned minimum in a way _Acceptance does not know")
+    friction, miss = rates(good, accepted)
+    return {"overall": overall, "tasks": tasks, "skipped_tasks": skipped, "config": fitted,
+            "combined": {"friction": friction, "miss": miss, "good": int(good.sum()), "bad": int((~good).sum())},
+            "scoring_s": scoring_s}
+
+
+def config_with(base: GateConfig, minimums: dict[str, float], per_task: dict[str, dict[str, float]]) -> GateConfig:
+    checks = base.checks.model_copy(update={
+        name: getattr(base.checks, name).model_copy(update={"minimum": value}) for name, value in minimums.items()})
+    tasks = {task: TaskPolicy(minimums={k: v for k, v in values.items() if v != minimums.get(k)})
+             for task, values in per_task.items()}
+    return base.model_copy(update={"checks": checks, "tasks": {t: p for t, p in tasks.items() if p.minimums}})
+
+
+def render_config(base_text: str, config: GateConfig, provenance: dict[str, Any]) -> str:
+    """The base YAML with its minimums replaced in place (its comments kept), and the `tasks` and
+    `provenance` blocks (re)written at the end."""
+    text = re.split(r"\n# ---- fitted by `autovalidators calibrate`", base_text)[0].rstrip("\n") + "\n"
+    if re.search(r"(?m)^(tasks|provenance):", text):
+        raise ValueError("the base config sets `tasks` or `provenance` itself; calibrate writes both, remove them")
+    for name in THRESHOLD_CHECKS:
+        minimum = getattr(config.checks, name).minimum
+        text, count = re.subn(rf"(?m)^(\s+{name}:\s*\{{\s*minimum:\s*)[0-9.]+", rf"\g<1>{minimum:g}", text)
+        if count != 1:
+            raise ValueError(f"cannot find `{name}: {{minimum: ...}}` once in the base config; write the "
+                             "checks in that flow style to calibrate it")
+    block = {"tasks": {task: {"minimums": dict(policy.minimums)} for task, policy in config.tasks.items()},
+             "provenance": provenance}
+    return (text + "# ---- fitted by `autovalidators calibrate` (rewritten on every run; see provenance) ----\n"
+            + yaml.safe_dump(block, sort_keys=False, allow_unicode=True, width=110))
+
+
+def file_sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()

@@ -1,0 +1,217 @@
+"""`benchmark gate`, `calibrate` and `prepare gate-sets`: the whole gate on labelled answers."""
+
+from __future__ import annotations
+
+import json
+import sys
+from datetime import datetime, timezone
+from importlib import resources
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+from rich.table import Table
+
+from .calibrate import TUNED_CHECKS, TooFewLabels, calibrate, file_sha256, render_config
+from .case import Case, read_cases
+from .cli import _build_gate, _fail, app, benchmark_app, console, prepare_app
+from .config import CONFIG_DIR
+from .gate import Gate
+from .gate_quality import evaluate, plot_rates, read_labelled, tone_rates
+
+BUNDLED_CASES = "examples/cases.jsonl"
+
+
+def _pct(value: float | None, interval: list[float] | None = None) -> str:
+    if value is None:
+        return "-"
+    return f"{100 * value:.1f}%" + (f" [{100 * interval[0]:.0f}, {100 * interval[1]:.0f}]" if interval else "")
+
+
+def _rates_table(title: str, rows: list[dict[str, Any]]) -> Table:
+    table = Table(title=title)
+    for column in ("group", "good", "bad", "friction [95% CI]", "miss [95% CI]"):
+        table.add_column(column, justify="left" if column == "group" else "right")
+    for row in rows:
+        table.add_row(row["group"], str(row["good"]), str(row["bad"]), _pct(row["friction"], row["friction_ci"]),
+                      _pct(row["miss"], row["miss_ci"]))
+    return table
+
+
+def _tone_flags(gate: Gate, texts: list[dict[str, Any]]) -> list[bool]:
+    """Whether the gate's tone check fails each text, read alone (an answer with no question or context)."""
+    if "tone" not in gate.validators:
+        raise ValueError("--tone-texts needs the tone validator in the gate")
+    blocking = set(gate.config.checks.tone_safety.blocking_labels)
+    cases = [Case(id=str(t.get("id", i)), question="", answer=str(t["text"])) for i, t in enumerate(texts)]
+    flags = []
+    for start in range(0, len(cases), 64):
+        for output in gate.validators["tone"].predict(cases[start:start + 64]):
+            flags.append(bool(blocking & set(getattr(output, "flagged", ()))))
+    return flags
+
+
+@benchmark_app.command("gate")
+def benchmark_gate(
+    cases: Optional[Path] = typer.Option(None, help="JSONL of cases; with `label` (good|bad) or `expected_decision` "
+                                         "per line, friction and misses too (default: the bundled examples)"),
+    tone_texts: Optional[Path] = typer.Option(None, "--tone-texts", help="JSONL of {text, label: neutral|abusive, "
+                                              "dataset, language}: the tone check's flag rates"),
+    repeat: int = typer.Option(20, min=1, help="latency: rounds over the first --latency-cases cases"),
+    latency_cases: int = typer.Option(30, min=1, help="latency: how many cases to time one by one"),
+    json_out: Path = typer.Option(Path("out/benchmarks/gate.json"), "--json", help="where to write the JSON"),
+    config: Optional[Path] = typer.Option(None, help="gate policy YAML (default: configs/gate.yaml)"),
+    validators: Optional[str] = typer.Option(None, help="comma-separated validator names"),
+    models_dir: Optional[Path] = typer.Option(None, help="folder with trained validators"),
+) -> None:
+    """The whole gate: per-case latency, and on labelled cases friction (good answers not ACCEPTed)
+    and misses (bad answers ACCEPTed) per task type and language, with what stopped the good ones."""
+    from .latency import measure_gate
+
+    gate = _build_gate(config, validators, models_dir)
+    source = cases or Path(str(resources.files("autovalidators.inference").joinpath(BUNDLED_CASES)))
+    if not source.is_file():
+        raise _fail(f"{source}: no such file")
+    labelled, errors = read_labelled(source)
+    unlabelled = not labelled and errors and all(e.field == "label" and "is required" in e.message for e in errors)
+    if unlabelled:
+        records = list(read_cases(source))
+        plain = [r for r in records if isinstance(r, Case)]
+        errors = [r for r in records if not isinstance(r, Case)]
+    else:
+        plain = [item.case for item in labelled]
+    for error in errors:
+        console.print(f"[red]skipped[/red] {error}")
+    if not plain:
+        raise _fail(f"{source}: no usable case")
+    report: dict[str, Any] = {"command": " ".join(["autovalidators", *sys.argv[1:]]), "source": str(source),
+                              "source_sha256": file_sha256(source), "config_sha256": _config_sha(config),
+                              "skipped_lines": [str(e) for e in errors]}
+    report.update(measure_gate(gate, plain[:latency_cases], repeat=repeat))
+    if not unlabelled:
+        results = gate.validate_batch(plain)
+        quality = evaluate(labelled, results)
+        report["quality"] = quality
+        for scope in ("all", "language", "task", "set"):
+            console.print(_rates_table(f"gate on {source.name}, by {scope}", quality["groups"][scope]))
+        for language, counts in quality["good_stopped_by"].items():
+            console.print(f"good answers stopped ({language}): " + ", ".join(f"{k} {v}" for k, v in counts.items()))
+        for language, counts in quality["bad_accepted_by_kind"].items():
+            console.print(f"bad answers served ({language}): " + ", ".join(f"{k} {v}" for k, v in counts.items()))
+        plot = plot_rates(quality["groups"]["set"] + quality["groups"]["language"] + quality["groups"]["all"],
+                          json_out.with_name(json_out.stem + "_rates.png"))
+        report["plot"] = str(plot) if plot else None
+    if tone_texts:
+        texts = [json.loads(line) for line in open(tone_texts, encoding="utf-8") if line.strip()]
+        rows = tone_rates(texts, _tone_flags(gate, texts))
+        report["tone"] = rows
+        table = Table(title=f"tone check on {tone_texts.name}: share flagged")
+        for column in ("language", "label", "dataset", "texts", "flagged [95% CI]"):
+            table.add_column(column)
+        for row in rows:
+            table.add_row(row["language"], row["label"], row["dataset"], str(row["texts"]),
+                          _pct(row["flag_rate"], row["flag_rate_ci"]))
+        console.print(table)
+    single = report["single_case"]
+    console.print(f"latency, one case per call ({len(plain[:latency_cases])} cases x {repeat}): p50 "
+                  f"{single['p50_ms']:.1f} ms, p95 {single['p95_ms']:.1f} ms; batch {report['batch_cases_per_s']:.0f} cases/s")
+    json_out.parent.mkdir(parents=True, exist_ok=True)
+    json_out.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
+    console.print(f"wrote {json_out}" + (f" and {report['plot']}" if report.get("plot") else ""))
+    if errors:
+        raise typer.Exit(code=1)
+
+
+def _config_sha(config: Optional[Path]) -> str:
+    return file_sha256(config or CONFIG_DIR / "gate.yaml")
+
+
+@app.command("calibrate")
+def calibrate_command(
+    labelled: Path = typer.Argument(..., help="JSONL of cases with `label` (good|bad) or `expected_decision`"),
+    max_miss: float = typer.Option(0.10, "--max-miss", min=0.01, max=0.5,
+                                   help="the highest share of bad answers the gate may ACCEPT"),
+    out: Path = typer.Option(Path("out/calibrated/gate.yaml"), "--out", help="the gate config to write"),
+    config: Optional[Path] = typer.Option(None, help="base gate config (default: configs/gate.yaml); its "
+                                          "comments and other settings are kept"),
+    per_task: bool = typer.Option(True, "--per-task/--no-per-task", help="fit minimums per task type where "
+                                  "the data allow"),
+    validators: Optional[str] = typer.Option(None, help="comma-separated validator names"),
+    models_dir: Optional[Path] = typer.Option(None, help="folder with trained validators"),
+) -> None:
+    """Fit the gate's minimums to your labelled answers: the least friction at the allowed miss rate."""
+    if not labelled.is_file():
+        raise _fail(f"{labelled}: no such file")
+    items, errors = read_labelled(labelled)
+    for error in errors:
+        console.print(f"[red]skipped[/red] {error}")
+    gate = _build_gate(config, validators, models_dir)
+    try:
+        fitted = calibrate(gate, items, max_miss=max_miss, source=labelled, per_task=per_task)
+    except TooFewLabels as exc:
+        raise _fail(str(exc)) from None
+    overall = fitted["overall"]
+    table = Table(title=f"fitted minimums (max miss {max_miss:.2f}) on {labelled.name}")
+    for column in ("scope", "good", "bad", *TUNED_CHECKS, "friction", "miss"):
+        table.add_column(column)
+    table.add_row("all", str(fitted["combined"]["good"]), str(fitted["combined"]["bad"]),
+                  *[f"{overall.minimums[c]:.2f}" for c in TUNED_CHECKS], _pct(overall.friction), _pct(overall.miss))
+    for task, entry in fitted["tasks"].items():
+        fit = entry["fit"]
+        table.add_row(task, str(entry["good"]), str(entry["bad"]), *[f"{fit.minimums[c]:.2f}" for c in TUNED_CHECKS],
+                      _pct(fit.friction), _pct(fit.miss))
+    console.print(table)
+    for task, why in fitted["skipped_tasks"].items():
+        console.print(f"{task}: the overall minimums apply ({why})")
+    curve = Table(title="miss-friction curve per check (others at their fitted minimums, all cases)")
+    curve.add_column("minimum")
+    for name in TUNED_CHECKS:
+        curve.add_column(f"{name} friction/miss")
+    for index in range(0, len(overall.curves[TUNED_CHECKS[0]]), 2):
+        points = [overall.curves[name][index] for name in TUNED_CHECKS]
+        curve.add_row(f"{points[0]['minimum']:.2f}", *[f"{_pct(p['friction'])} / {_pct(p['miss'])}" for p in points])
+    console.print(curve)
+    combined = fitted["combined"]
+    if combined["miss"] > max_miss:
+        console.print(f"[yellow]warning:[/yellow] no minimums on the grid keep the miss rate at {max_miss:.2f}; "
+                      "the written config has the lowest miss found")
+    console.print(f"every case under its task's minimums: friction {_pct(combined['friction'])}, "
+                  f"miss {_pct(combined['miss'])} ({combined['good']} good, {combined['bad']} bad; "
+                  f"validators ran once, {fitted['scoring_s']:.0f} s)")
+    base_path = config or CONFIG_DIR / "gate.yaml"
+    provenance = {
+        "command": " ".join(["autovalidators", *sys.argv[1:]]),
+        "data": str(labelled), "data_sha256": file_sha256(labelled),
+        "cases": {"good": combined["good"], "bad": combined["bad"], "skipped_lines": len(errors)},
+        "max_miss": max_miss,
+        "fitted_on_data": {"friction": round(combined["friction"], 4), "miss": round(combined["miss"], 4)},
+        "validators": {name: info["sha256"] or info["kind"] for name, info in gate.models.items()},
+        "date": datetime.now(timezone.utc).strftime("%Y-%m-%d"),
+    }
+    text = render_config(base_path.read_text(encoding="utf-8"), fitted["config"], provenance)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text, encoding="utf-8")
+    from .config import load_gate_config
+
+    load_gate_config(out)  # what was written must load as written
+    console.print(f"wrote {out}")
+    if errors:
+        raise typer.Exit(code=1)
+
+
+@prepare_app.command("gate-sets")
+def prepare_gate_sets(
+    out: Path = typer.Option(Path("out/gate_sets"), "--out", help="folder for dev.jsonl, test.jsonl, tone.jsonl"),
+    datasets: Path = typer.Option(Path("../shared/datasets"), "--datasets", help="the public datasets folder"),
+) -> None:
+    """Labelled gate cases from the public sets (RAGTruth, FaithBench, XQuAD en/ru, TyDi ru, WikiQA),
+    split dev/test by source, plus neutral and abusive texts for the tone check."""
+    from autovalidators.data_prep.gate_sets import build_gate_sets
+
+    if not datasets.is_dir():
+        raise _fail(f"{datasets}: no such folder (see ../shared/datasets/README.md)")
+    counts = build_gate_sets(out, datasets)
+    for split in ("dev", "test"):
+        console.print(f"{split}: " + ", ".join(f"{k} {v}" for k, v in counts[split].items()))
+    console.print(f"tone texts: {counts['tone']}; wrote {out}")
+

@@ -1,0 +1,101 @@
+"""Friction and misses of the whole gate on labelled cases: `benchmark gate` and `calibrate`.
+
+The CLI tests run the shipped models and the shipped config on real labelled answers
+(tests/fixtures/gate_labelled: RAGTruth, XQuAD and TyDi, English and Russian)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from autovalidators.inference.calibrate import labels_needed, render_config, shortfall
+from autovalidators.inference.cli import app, _register_commands
+from autovalidators.inference.config import CONFIG_DIR, GateConfig, TaskPolicy, load_gate_config
+from autovalidators.inference.gate_quality import rates, read_labelled
+
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "gate_labelled" / "cases.jsonl"
+_register_commands()
+runner = CliRunner()
+
+
+def test_friction_and_miss_count_the_right_answers():
+    good = np.array([True, True, True, True, False, False])
+    accepted = np.array([True, False, True, True, True, False])
+    friction, miss = rates(good, accepted)
+    assert friction == pytest.approx(1 / 4)  # one of four good answers stopped
+    assert miss == pytest.approx(1 / 2)  # one of two bad answers served
+
+
+def test_bad_labelled_lines_are_named_and_the_rest_is_read(tmp_path):
+    good_line = FIXTURE.read_text(encoding="utf-8").splitlines()[0]
+    path = tmp_path / "labelled.jsonl"
+    no_label = json.loads(good_line)
+    no_label.pop("label")
+    path.write_text("\n".join([good_line, json.dumps({**json.loads(good_line), "label": "fine"}),
+                               json.dumps(no_label), "{not json", good_line]) + "\n", encoding="utf-8")
+    cases, errors = read_labelled(path)
+    assert len(cases) == 2
+    assert [(e.line, e.field) for e in errors] == [(2, "label"), (3, "label"), (4, None)]
+    assert "good' or 'bad'" in errors[0].message and str(path) in str(errors[0])
+
+
+def test_the_labels_needed_follow_the_allowed_miss_rate():
+    assert labels_needed(0.10) == 36 and labels_needed(0.20) == 16
+    assert shortfall(good=30, bad=36, max_miss=0.10) is None
+    assert "label 6 more bad answers and 5 more good answers" in shortfall(good=25, bad=30, max_miss=0.10)
+
+
+def test_render_keeps_the_base_comments_and_writes_minimums_tasks_and_provenance():
+    base_text = (CONFIG_DIR / "gate.yaml").read_text(encoding="utf-8")
+    base = load_gate_config()
+    checks = base.checks.model_copy(update={"grounding": base.checks.grounding.model_copy(update={"minimum": 0.35})})
+    fitted = base.model_copy(update={"checks": checks, "tasks": {"Data2txt": TaskPolicy(minimums={"relevance": 0.0})}})
+    text = render_config(base_text, fitted, {"data": "x.jsonl", "max_miss": 0.1})
+    assert "# Decision-gate policy" in text
+    config = GateConfig.model_validate(yaml.safe_load(text))
+    assert config.checks.grounding.minimum == 0.35
+    assert config.tasks["Data2txt"].minimums == {"relevance": 0.0}
+    assert config.provenance["max_miss"] == 0.1
+    # Rendering again replaces the fitted block instead of stacking a second one.
+    again = render_config(text, fitted, {"data": "y.jsonl"})
+    assert again.count("fitted by `autovalidators calibrate`") == 1 and "y.jsonl" in again
+
+
+def test_calibrate_then_benchmark_gate_on_real_labelled_answers(tmp_path):
+    out = tmp_path / "gate.yaml"
+    result = runner.invoke(app, ["calibrate", str(FIXTURE), "--max-miss", "0.15", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    fitted = load_gate_config(out)
+    provenance = fitted.provenance
+    assert provenance["data_sha256"] and provenance["cases"] == {"good": 38, "bad": 38, "skipped_lines": 0}
+    assert provenance["fitted_on_data"]["miss"] <= 0.15
+    # The shipped config on the same answers, and the fitted one: `benchmark gate` reproduces the
+    # fitted rates exactly, and the fit stops no more good answers than the shipped minimums at no
+    # more misses than allowed.
+    reports = {}
+    for name, config in (("shipped", None), ("fitted", out)):
+        json_out = tmp_path / f"{name}.json"
+        args = ["benchmark", "gate", "--cases", str(FIXTURE), "--repeat", "1", "--latency-cases", "3",
+                "--json", str(json_out)] + (["--config", str(config)] if config else [])
+        run = runner.invoke(app, args)
+        assert run.exit_code == 0, run.output
+        reports[name] = json.loads(json_out.read_text())["quality"]["groups"]
+    overall = reports["fitted"]["all"][0]
+    assert overall["friction"] == pytest.approx(provenance["fitted_on_data"]["friction"], abs=1e-4)
+    assert overall["miss"] == pytest.approx(provenance["fitted_on_data"]["miss"], abs=1e-4)
+    shipped = reports["shipped"]["all"][0]
+    assert shipped["miss"] > 0.15 or overall["friction"] <= shipped["friction"]
+    assert {row["group"] for row in reports["fitted"]["language"]} == {"en", "ru"}
+    assert (tmp_path / "fitted_rates.png").is_file()
+
+
+def test_calibrate_refuses_when_the_labels_cannot_support_the_miss_rate(tmp_path):
+    result = runner.invoke(app, ["calibrate", str(FIXTURE), "--max-miss", "0.05", "--out", str(tmp_path / "g.yaml")])
+    assert result.exit_code == 2
+    assert "label 38 more bad answers" in " ".join(result.output.split())
+    assert not (tmp_path / "g.yaml").exists()
