@@ -79,7 +79,8 @@ def read_sources(config: FactSpansPrepConfig) -> tuple[dict[str, list[SpanRecord
     errors: list[str] = []
     rt = config.ragtruth
     if rt.subset_path:
-        conv = read_ragtruth_subset(_existing(rt.subset_path, "ragtruth.subset_path"))
+        conv = read_ragtruth_subset(_existing(rt.subset_path, "ragtruth.subset_path"),
+                                    *(_existing(p, "ragtruth.extra_paths") for p in rt.extra_paths))
         errors += conv.errors
         # A source document with any context-less row is held out whole, so no group straddles.
         unusable_groups = {r.group for r in conv.records if not r.grounding_usable}

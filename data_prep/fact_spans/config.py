@@ -27,6 +27,9 @@ class ReadingSet(StrictModel):
 
 class RagTruthSource(StrictModel):
     subset_path: str | None = "../shared/datasets/ragtruth_subset/ragtruth_600.jsonl"
+    # More subset files read with it (ragtruth_extra_423.jsonl: QA passages, more responses):
+    # duplicates merged, contexts shared by source (converters.read_ragtruth_subset).
+    extra_paths: list[str] = Field(default_factory=list)
     # Folder with the official `response.jsonl` + `source_info.jsonl`; its `test` rows are held out.
     official_dir: str | None = None
     # Share of the subset's Summary/Data2txt source documents held out for the benchmark; the rest

@@ -103,17 +103,46 @@ def ragtruth_record(row: dict[str, Any], *, context: str, question: str, task_ty
     )
 
 
-def read_ragtruth_subset(path: str | Path) -> Converted:
-    """The single-file subset (`ragtruth_600.jsonl`): `reference` is the context, inline.
+def read_ragtruth_subset(path: str | Path, *extra: str | Path) -> Converted:
+    """Single-file subsets (`ragtruth_600.jsonl`, and `ragtruth_extra_423.jsonl` after it): `reference`
+    is the context, inline.
 
-    Its QA rows have an empty reference; they are kept with `grounding_usable=False`.
+    With several files, a response that occurs in more than one (same source, same text) becomes one record (the first file
+    with its context wins), and a row without context borrows it from any row of the same source
+    (`source_id`): RAGTruth's QA passages belong to the question, not the response, and the 600
+    file lost them where the extra file has them. Rows still without context are kept with
+    `grounding_usable=False`.
     """
-    path = Path(path)
+    paths = [Path(p) for p in (path, *extra)]
+    rows: list[tuple[Path, int, dict[str, Any]]] = [(p, number, row) for p in paths
+                                                     for number, row in enumerate(read_jsonl(p), start=1)]
+    contexts: dict[str, tuple[Any, str]] = {}
+    for _, _, row in rows:
+        if _context_text(row.get("reference")).strip():
+            contexts.setdefault(str(row.get("source_id")), (row.get("reference"), row.get("question") or ""))
+    # A response seen in an earlier file is the same response (the 132 rows the two files share);
+    # within one file, two rows with equal text are two responses (two models can write the same).
+    chosen: list[tuple[Path, int, dict[str, Any]]] = []
+    first_seen: dict[str, tuple[Path, int]] = {}  # key -> (its file, its index in chosen)
+    for where in rows:
+        key = f"{where[2].get('source_id')}\x00{where[2].get('response', '')}"
+        if key in first_seen and first_seen[key][0] != where[0]:
+            earlier = first_seen[key][1]
+            if not _context_text(chosen[earlier][2].get("reference")).strip() and \
+                    _context_text(where[2].get("reference")).strip():
+                chosen[earlier] = where
+            continue
+        first_seen.setdefault(key, (where[0], len(chosen)))
+        chosen.append(where)
     out = Converted()
-    for number, row in enumerate(read_jsonl(path), start=1):
-        prov = Provenance(dataset="ragtruth", file=str(path), row=str(number), licence=LICENCES["ragtruth"])
-        _guarded(out, f"{path}:{number}", lambda: ragtruth_record(
-            row, context=_context_text(row.get("reference")), question=row.get("question") or "",
+    for file, number, row in chosen:
+        prov = Provenance(dataset="ragtruth", file=str(file), row=str(number), licence=LICENCES["ragtruth"])
+        reference, question = row.get("reference"), row.get("question") or ""
+        if not _context_text(reference).strip() and str(row.get("source_id")) in contexts:
+            reference, borrowed_question = contexts[str(row.get("source_id"))]
+            question = question or borrowed_question
+        _guarded(out, f"{file}:{number}", lambda: ragtruth_record(
+            row, context=_context_text(reference), question=question,
             task_type=row["task_type"], provenance=prov, source_id=str(row["source_id"])))
     return out
 

@@ -49,6 +49,9 @@ class GroundingSources(StrictModel):
     wice_tokens: str | None = f"{ROOT}/wice/data/non_supported_tokens"
     wice_claims: str | None = f"{ROOT}/wice/data/entailment_retrieval/claim"
     summedits: str | None = f"{ROOT}/summedits/data/summedits"
+    # Read an inconsistent summary's edit (its diff from `original_summary`) as its unsupported span,
+    # so SummEdits teaches where, not only whether. Off by default: the shipped recipe predates it.
+    summedits_spans: bool = False
     fib: str | None = f"{ROOT}/fib/multiple_choice-dataset"
     begin: str | None = f"{ROOT}/begin"
     faithdial: str | None = f"{ROOT}/faithdial_audit/data-audit"
@@ -144,7 +147,7 @@ def read_judged(sources: GroundingSources) -> tuple[dict[str, Judged], list[str]
         "xsumfaith": lambda p: read_xsumfaith(p),
         "wice_tokens": lambda p: _concat(read_wice_tokens(p / f"{s}.jsonl") for s in ("train", "dev", "test")),
         "wice_claims": lambda p: _concat(read_wice_claims(p / f"{s}.jsonl") for s in ("dev", "test")),
-        "summedits": read_summedits, "fib": read_fib, "begin": read_begin, "faithdial": read_faithdial,
+        "summedits": lambda p: read_summedits(p, spans=sources.summedits_spans), "fib": read_fib, "begin": read_begin, "faithdial": read_faithdial,
         "docnli": lambda p: _concat([read_binary_nli(p / "binary-FEVER-NLI" / f"{s}.txt", "fever_nli") for s in ("dev", "test")]
                                     + [read_binary_nli(p / "binary-MNLI" / f"{s}.txt", "mnli") for s in ("dev", "test")]
                                     + [read_binary_nli(f, "mctest_nli") for f in sorted((p / "MCTest-NLI").glob("*.txt"))]),

@@ -22,8 +22,10 @@ from __future__ import annotations
 
 import ast
 import csv
+import difflib
 import json
 import logging
+import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator, Literal
@@ -210,7 +212,26 @@ def assert_dict(row: object) -> None:
 # ------------------------------------------------------------------------- response-level summaries
 
 
-def read_summedits(folder: Path) -> Judged:
+_WORD = re.compile(r"\S+")
+
+
+def edited_ranges(original: str, edited: str) -> list[tuple[int, int]]:
+    """Character ranges of `edited` whose words differ from `original` (inserted or replaced words,
+    adjacent ones joined): where a SummEdits edit put its change. Deleted words leave no range."""
+    old_words = [m.group(0) for m in _WORD.finditer(original)]
+    new_matches = list(_WORD.finditer(edited))
+    ranges: list[tuple[int, int]] = []
+    matcher = difflib.SequenceMatcher(a=old_words, b=[m.group(0) for m in new_matches], autojunk=False)
+    for tag, _, _, first, last in matcher.get_opcodes():
+        if tag in ("replace", "insert") and last > first:
+            ranges.append((new_matches[first].start(), new_matches[last - 1].end()))
+    return ranges
+
+
+def read_summedits(folder: Path, *, spans: bool = False) -> Judged:
+    """SummEdits rows: consistent (1) or not (0) per (document, summary). With `spans`, an
+    inconsistent summary whose `original_summary` differs from it becomes span-labelled: the
+    edited words are the unsupported ranges (what the annotators judged was the edit)."""
     judged = Judged()
     for path in sorted(folder.glob("summedits_*.json")):
         domain = path.stem.removeprefix("summedits_")
@@ -220,9 +241,12 @@ def read_summedits(folder: Path) -> Judged:
             label = int(row["label"])
             if label not in (0, 1):
                 raise ValueError(f"label {label} is not 0/1")
+            edited = edited_ranges(str(row.get("original_summary") or ""), row["summary"]) \
+                if spans and label == 0 and row.get("original_summary") else []
             return JudgedText(id=f"summedits-{domain}-{row['id']}", source="summedits",
-                              group=f"summedits:{domain}:{text_key(row['doc'])}", granularity="response",
-                              context=row["doc"], text=row["summary"], label=label)
+                              group=f"summedits:{domain}:{text_key(row['doc'])}",
+                              granularity="span" if edited else "response",
+                              context=row["doc"], text=row["summary"], label=label, unsupported=edited)
 
         _read_rows(path, judged, parse, iter(json.loads(path.read_text(encoding="utf-8"))))
     return judged

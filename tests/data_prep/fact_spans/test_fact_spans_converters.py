@@ -56,6 +56,24 @@ def test_ragtruth_subset_labels_hallucinations_noise_and_flags_missing_reference
     assert '"name": "Cafe Blue"' in data.context and data.grounding_usable
 
 
+def test_ragtruth_subsets_merge_shared_responses_and_share_passages_by_source(tmp_path):
+    def qa(row_id, source, response, reference=""):
+        return {"id": row_id, "source_id": source, "model": "m", "split": "test", "task_type": "QA",
+                "source": "MARCO", "reference": reference, "response": response, "labels": [],
+                "quality": "good", "question": "sky colour?"}
+
+    passages = "passage 1: The sky is blue on a clear day because of Rayleigh scattering."
+    first = write_jsonl(tmp_path / "600.jsonl", [qa("1", "s1", "It is blue."), qa("2", "s1", "Blue."),
+                                                  qa("3", "s1", "Blue."), qa("4", "s9", "Grey.")])
+    extra = write_jsonl(tmp_path / "extra.jsonl", [qa("1b", "s1", "It is blue.", passages)])
+    out = read_ragtruth_subset(first, extra)
+    # The shared response is read once, with its passages; the other s1 rows borrow them; two rows
+    # with equal text in one file stay two responses; a source nobody has passages for stays unusable.
+    assert [r.answer for r in out.records] == ["It is blue.", "Blue.", "Blue.", "Grey."]
+    assert [r.grounding_usable for r in out.records] == [True, True, True, False]
+    assert out.records[0].provenance.file == str(extra) and passages in out.records[1].context
+
+
 def test_ragtruth_official_layout_joins_by_source_id(tmp_path):
     write_jsonl(tmp_path / "source_info.jsonl", [
         {"source_id": "a", "task_type": "QA", "source": "MARCO",

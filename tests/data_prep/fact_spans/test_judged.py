@@ -293,3 +293,20 @@ def test_read_esnli_labels_and_length_mismatch(tmp_path):
         (tmp_path / name).write_text(text, encoding="utf-8")
     mismatched = read_esnli(tmp_path, "test")
     assert mismatched.records == [] and len(mismatched.errors) == 1 and "differ in length" in mismatched.errors[0]
+
+
+def test_a_summedits_edit_becomes_the_unsupported_span_when_asked(tmp_path):
+    from autovalidators.data_prep.fact_spans.judged import edited_ranges, read_summedits
+
+    original = "The mayor opened the bridge in 2019."
+    edited = "The governor opened the bridge in 2021."
+    assert [edited[a:b] for a, b in edited_ranges(original, edited)] == ["governor", "2021."]
+    rows = [{"id": "a", "doc": "The mayor opened the bridge in 2019.", "summary": edited, "label": "0",
+             "original_summary": original},
+            {"id": "b", "doc": "The mayor opened the bridge in 2019.", "summary": "The mayor opened a bridge in 2019.",
+             "label": "1", "original_summary": original}]
+    (tmp_path / "summedits_news.json").write_text(json.dumps(rows), encoding="utf-8")
+    inconsistent, consistent = read_summedits(tmp_path, spans=True).records
+    assert inconsistent.granularity == "span" and inconsistent.unsupported == edited_ranges(original, edited)
+    assert consistent.granularity == "response" and consistent.unsupported == []  # a faithful paraphrase
+    assert all(r.granularity == "response" for r in read_summedits(tmp_path).records)  # the default keeps labels only
