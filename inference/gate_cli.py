@@ -17,7 +17,7 @@ from .case import Case, read_cases
 from .cli import _build_gate, _fail, app, benchmark_app, console, prepare_app
 from .config import CONFIG_DIR
 from .gate import Gate
-from .gate_quality import evaluate, plot_rates, read_labelled, tone_rates
+from .gate_quality import evaluate, paired_change, plot_rates, read_labelled, tone_rates
 
 BUNDLED_CASES = "examples/cases.jsonl"
 
@@ -63,6 +63,8 @@ def benchmark_gate(
     config: Optional[Path] = typer.Option(None, help="gate policy YAML (default: configs/gate.yaml)"),
     validators: Optional[str] = typer.Option(None, help="comma-separated validator names"),
     models_dir: Optional[Path] = typer.Option(None, help="folder with trained validators"),
+    baseline: Optional[Path] = typer.Option(None, "--baseline", help="an earlier `benchmark gate` JSON on the same "
+                                            "cases: prints the paired change in friction and miss with intervals"),
 ) -> None:
     """The whole gate: per-case latency, and on labelled cases friction (good answers not ACCEPTed)
     and misses (bad answers ACCEPTed) per task type and language, with what stopped the good ones."""
@@ -98,6 +100,8 @@ def benchmark_gate(
             console.print(f"good answers stopped ({language}): " + ", ".join(f"{k} {v}" for k, v in counts.items()))
         for language, counts in quality["bad_accepted_by_kind"].items():
             console.print(f"bad answers served ({language}): " + ", ".join(f"{k} {v}" for k, v in counts.items()))
+        if baseline:
+            report["versus_baseline"] = {"baseline": str(baseline), "rows": _print_change(baseline, quality["cases"])}
         plot = plot_rates(quality["groups"]["set"] + quality["groups"]["language"] + quality["groups"]["all"],
                           json_out.with_name(json_out.stem + "_rates.png"))
         report["plot"] = str(plot) if plot else None
@@ -120,6 +124,30 @@ def benchmark_gate(
     console.print(f"wrote {json_out}" + (f" and {report['plot']}" if report.get("plot") else ""))
     if errors:
         raise typer.Exit(code=1)
+
+
+def _print_change(baseline: Path, cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    try:
+        earlier = json.loads(baseline.read_text(encoding="utf-8"))["quality"]["cases"]
+        rows = paired_change(earlier, cases)
+    except (OSError, KeyError, TypeError, ValueError) as exc:
+        raise _fail(f"{baseline}: not a labelled `benchmark gate` JSON on these cases ({exc})") from None
+    table = Table(title=f"change against {baseline.name} (paired, same cases; 95% bootstrap interval)")
+    for column in ("scope", "group", "cases", "friction", "change [95% CI]", "miss", "change [95% CI] "):
+        table.add_column(column)
+
+    def change(row: dict[str, Any], metric: str) -> str:
+        value, interval = row[f"{metric}_change"], row[f"{metric}_change_ci"]
+        if value is None:
+            return "-"
+        return f"{100 * value:+.1f}" + (f" [{100 * interval[0]:+.1f}, {100 * interval[1]:+.1f}]" if interval else "")
+
+    for row in rows:
+        table.add_row(row["scope"], row["group"], str(row["cases"]),
+                      f"{_pct(row['friction_before'])} -> {_pct(row['friction_after'])}", change(row, "friction"),
+                      f"{_pct(row['miss_before'])} -> {_pct(row['miss_after'])}", change(row, "miss"))
+    console.print(table)
+    return rows
 
 
 def _config_sha(config: Optional[Path]) -> str:

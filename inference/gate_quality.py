@@ -89,7 +89,7 @@ def rates(good: np.ndarray, accepted: np.ndarray) -> tuple[float | None, float |
 
 
 def _interval(values: np.ndarray, seed: int) -> list[float] | None:
-    """95% percentile bootstrap interval of a mean of 0/1 values."""
+    """95% percentile bootstrap interval of a mean (of 0/1 values, or of paired differences)."""
     if len(values) < 2:
         return None
     rng = np.random.default_rng(seed)
@@ -127,9 +127,42 @@ def evaluate(labelled: Sequence[Labelled], results: Sequence[Result]) -> dict[st
             stopped[item.language][f"{result.decision.value} {result.failure_type.value}"] += 1
         if not item.good and result.decision is Decision.ACCEPT:
             missed[item.language][item.kind] += 1
+    cases = [{"id": item.case.id, "good": item.good, "accepted": bool(ok), "decision": r.decision.value,
+              "failure_type": r.failure_type.value, "language": lang, "task": task, "set": group}
+             for item, r, ok, lang, task, group in zip(labelled, results, accepted, keys["language"], keys["task"],
+                                                        keys["set"])]
     return {"groups": groups,
             "good_stopped_by": {lang: dict(c.most_common()) for lang, c in sorted(stopped.items())},
-            "bad_accepted_by_kind": {lang: dict(c.most_common()) for lang, c in sorted(missed.items())}}
+            "bad_accepted_by_kind": {lang: dict(c.most_common()) for lang, c in sorted(missed.items())},
+            "cases": cases}
+
+
+def paired_change(before: Sequence[dict[str, Any]], after: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Friction and miss of `after` minus `before` on the cases both scored (matched by id), overall
+    and per language and task, with 95% paired bootstrap intervals: a change inside its interval is
+    no change."""
+    earlier = {c["id"]: c for c in before}
+    pairs = [(earlier[c["id"]], c) for c in after if c["id"] in earlier]
+    if not pairs:
+        raise ValueError("the two runs share no case id")
+    rows = []
+    scopes = [("all", lambda c: "all"), ("language", lambda c: c["language"]), ("task", lambda c: c["task"])]
+    for scope, key in scopes:
+        for group in sorted({key(b) for b, _ in pairs}):
+            members = [(b, a) for b, a in pairs if key(b) == group]
+            row: dict[str, Any] = {"scope": scope, "group": group, "cases": len(members)}
+            for metric, wanted in (("friction", True), ("miss", False)):
+                # friction counts good answers not accepted; miss counts bad answers accepted
+                subset = [(b, a) for b, a in members if b["good"] is wanted]
+                flag = (lambda c: not c["accepted"]) if wanted else (lambda c: c["accepted"])
+                old = np.array([flag(b) for b, _ in subset], dtype=float)
+                new = np.array([flag(a) for _, a in subset], dtype=float)
+                row[f"{metric}_before"] = float(old.mean()) if len(old) else None
+                row[f"{metric}_after"] = float(new.mean()) if len(new) else None
+                row[f"{metric}_change"] = float((new - old).mean()) if len(old) else None
+                row[f"{metric}_change_ci"] = _interval(new - old, 5) if len(old) else None
+            rows.append(row)
+    return rows
 
 
 def tone_rates(texts: Iterable[dict[str, Any]], flagged: Sequence[bool]) -> list[dict[str, Any]]:

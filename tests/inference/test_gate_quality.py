@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from autovalidators.inference.calibrate import labels_needed, render_config, shortfall
 from autovalidators.inference.cli import app, _register_commands
 from autovalidators.inference.config import CONFIG_DIR, GateConfig, TaskPolicy, load_gate_config
-from autovalidators.inference.gate_quality import rates, read_labelled
+from autovalidators.inference.gate_quality import paired_change, rates, read_labelled
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "gate_labelled" / "cases.jsonl"
 _register_commands()
@@ -29,6 +29,25 @@ def test_friction_and_miss_count_the_right_answers():
     friction, miss = rates(good, accepted)
     assert friction == pytest.approx(1 / 4)  # one of four good answers stopped
     assert miss == pytest.approx(1 / 2)  # one of two bad answers served
+
+
+def test_the_paired_change_counts_each_case_against_itself():
+    def case(case_id, good, accepted, language="en"):
+        return {"id": case_id, "good": good, "accepted": accepted, "language": language, "task": "QA"}
+
+    before = [case("a", True, False), case("b", True, True), case("c", False, True), case("d", False, False),
+              case("e", True, True, "ru")]
+    after = [case("a", True, True), case("b", True, True), case("c", False, False), case("d", False, True),
+             case("e", True, False, "ru"), case("new", True, False)]  # "new" has no partner: left out
+    overall = paired_change(before, after)[0]
+    assert overall["cases"] == 5
+    assert overall["friction_before"] == pytest.approx(1 / 3) and overall["friction_after"] == pytest.approx(1 / 3)
+    assert overall["friction_change"] == pytest.approx(0.0)  # a fixed and e broken: no net change
+    assert overall["miss_before"] == overall["miss_after"] == pytest.approx(0.5)
+    low, high = overall["friction_change_ci"]
+    assert low < 0 < high  # one up, one down: the interval straddles 0
+    with pytest.raises(ValueError, match="no case id"):
+        paired_change(before, [case("zzz", True, True)])
 
 
 def test_bad_labelled_lines_are_named_and_the_rest_is_read(tmp_path):
@@ -81,7 +100,8 @@ def test_calibrate_then_benchmark_gate_on_real_labelled_answers(tmp_path):
     for name, config in (("shipped", None), ("fitted", out)):
         json_out = tmp_path / f"{name}.json"
         args = ["benchmark", "gate", "--cases", str(FIXTURE), "--repeat", "1", "--latency-cases", "3",
-                "--json", str(json_out)] + (["--config", str(config)] if config else [])
+                "--json", str(json_out)] + (["--config", str(config), "--baseline", str(tmp_path / "shipped.json")]
+                                            if config else [])
         run = runner.invoke(app, args)
         assert run.exit_code == 0, run.output
         reports[name] = json.loads(json_out.read_text())["quality"]["groups"]
@@ -91,6 +111,8 @@ def test_calibrate_then_benchmark_gate_on_real_labelled_answers(tmp_path):
     shipped = reports["shipped"]["all"][0]
     assert shipped["miss"] > 0.15 or overall["friction"] <= shipped["friction"]
     assert {row["group"] for row in reports["fitted"]["language"]} == {"en", "ru"}
+    change = json.loads((tmp_path / "fitted.json").read_text())["versus_baseline"]["rows"][0]
+    assert change["friction_change"] == pytest.approx(overall["friction"] - shipped["friction"], abs=1e-9)
     assert (tmp_path / "fitted_rates.png").is_file()
 
 
