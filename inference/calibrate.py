@@ -26,7 +26,7 @@ from typing import Any, Sequence
 import numpy as np
 import yaml
 
-from .config import THRESHOLD_CHECKS, GateConfig, TaskPolicy
+from .config import THRESHOLD_CHECKS, ChecksPolicy, GateConfig, TaskPolicy
 from .gate import Gate, Scored
 from .gate_quality import Labelled, rates
 from .results import Decision
@@ -113,8 +113,7 @@ def fit_minimums(acceptance: _Acceptance, good: np.ndarray, mask: np.ndarray, *,
                  base: dict[str, float], pinned: tuple[np.ndarray, np.ndarray] | None = None) -> Fit:
     """The least friction at miss <= max_miss: every combination of the COARSE minimums, then each
     check refined on the whole GRID in turn. Among equally good candidates the one nearest `base`
-    wins: a minimum moves from the base config's only as far as the data pays for, so a check whose routing the data
-    cannot see keeps its hand-set value when it is free.
+    wins: a minimum moves from the hand-set default only as far as the data pays for.
 
     `pinned` = (which cases, their acceptance): cases decided by other minimums (their task's own),
     counted in the rates but not moved by the candidate."""
@@ -167,7 +166,9 @@ def calibrate(gate: Gate, labelled: Sequence[Labelled], *, max_miss: float, sour
     scoring_s = time.perf_counter() - started
     base = gate.config.model_copy(update={"tasks": {}})
     acceptance = _Acceptance(gate, scored, base)
-    hand_set = {name: getattr(base.checks, name).minimum for name in TUNED_CHECKS}
+    # Ties go to the schema's hand-set defaults, not to the base file's minimums: fitting the fitted
+    # config again then gives the same config.
+    hand_set = {name: getattr(ChecksPolicy(), name).minimum for name in TUNED_CHECKS}
     everything = np.ones(len(scored), dtype=bool)
     tasks: dict[str, Any] = {}
     skipped: dict[str, str] = {}
