@@ -153,9 +153,51 @@ def fit_minimums(acceptance: _Acceptance, good: np.ndarray, mask: np.ndarray, *,
     return Fit({name: GRID[i] for name, i in zip(TUNED_CHECKS, current)}, friction, miss, evaluated, curves)
 
 
+def _indices(minimums: dict[str, float]) -> list[int]:
+    return [GRID.index(minimums[name]) for name in TUNED_CHECKS]
+
+
+def _fit_scope(acceptance: _Acceptance, good: np.ndarray, task_of_case: np.ndarray, scope: np.ndarray, *,
+               max_miss: float, per_task: bool) -> tuple[Fit, dict[str, Any], dict[str, str]]:
+    """Minimums fitted on the cases in `scope`: per task type where it has enough labels, then the
+    overall ones, which decide every other task (the fitted tasks pinned, so the combination keeps
+    miss <= max_miss too)."""
+    # Ties go to the schema's hand-set defaults, not to the base file's minimums: fitting the fitted
+    # config again then gives the same config.
+    hand_set = {name: getattr(ChecksPolicy(), name).minimum for name in TUNED_CHECKS}
+    tasks: dict[str, Any] = {}
+    skipped: dict[str, str] = {}
+    pinned_cases = np.zeros(len(good), dtype=bool)
+    pinned_accept = np.zeros(len(good), dtype=bool)
+    for task in sorted({str(t) for t in task_of_case[scope]}) if per_task else []:
+        mask = scope & (task_of_case == task)
+        problem = shortfall(int(good[mask].sum()), int((~good[mask]).sum()), max_miss)
+        if problem:
+            skipped[task] = problem
+            continue
+        fit = fit_minimums(acceptance, good, mask, max_miss=max_miss, base=hand_set)
+        tasks[task] = {"fit": fit, "good": int(good[mask].sum()), "bad": int((~good[mask]).sum())}
+        pinned_cases |= mask
+        pinned_accept[mask] = acceptance.accepted(_indices(fit.minimums))[mask]
+    overall = fit_minimums(acceptance, good, scope, max_miss=max_miss, base=hand_set,
+                           pinned=(pinned_cases, pinned_accept) if skipped and tasks else None)
+    return overall, tasks, skipped
+
+
+def _accepted(acceptance: _Acceptance, task_of_case: np.ndarray, overall: Fit, tasks: dict[str, Any]) -> np.ndarray:
+    """Every case under its task's minimums (the overall ones where its task has none)."""
+    accepted = acceptance.accepted(_indices(overall.minimums))
+    for task, entry in tasks.items():
+        mask = task_of_case == task
+        accepted[mask] = acceptance.accepted(_indices(entry["fit"].minimums))[mask]
+    return accepted
+
+
 def calibrate(gate: Gate, labelled: Sequence[Labelled], *, max_miss: float, source: Path,
-              per_task: bool = True) -> dict[str, Any]:
+              per_task: bool = True, leave_one_out: bool = False) -> dict[str, Any]:
     """Fitted minimums (overall and per task type) with their friction/miss on these cases and curves.
+    With `leave_one_out`, also the rates on each dataset (`meta.dataset`) of minimums fitted
+    without it: what to expect on answers from a source the fit never saw.
     Raises TooFewLabels when the cases cannot support `max_miss`."""
     good = np.array([item.good for item in labelled], dtype=bool)
     problem = shortfall(int(good.sum()), int((~good).sum()), max_miss)
@@ -166,44 +208,35 @@ def calibrate(gate: Gate, labelled: Sequence[Labelled], *, max_miss: float, sour
     scoring_s = time.perf_counter() - started
     base = gate.config.model_copy(update={"tasks": {}})
     acceptance = _Acceptance(gate, scored, base)
-    # Ties go to the schema's hand-set defaults, not to the base file's minimums: fitting the fitted
-    # config again then gives the same config.
-    hand_set = {name: getattr(ChecksPolicy(), name).minimum for name in TUNED_CHECKS}
-    everything = np.ones(len(scored), dtype=bool)
-    tasks: dict[str, Any] = {}
-    skipped: dict[str, str] = {}
     task_of_case = np.array([s.task for s in scored])
-    pinned_cases = np.zeros(len(scored), dtype=bool)
-    pinned_accept = np.zeros(len(scored), dtype=bool)
-    for task in sorted({str(t) for t in task_of_case}) if per_task else []:
-        mask = task_of_case == task
-        problem = shortfall(int(good[mask].sum()), int((~good[mask]).sum()), max_miss)
-        if problem:
-            skipped[task] = problem
-            continue
-        fit = fit_minimums(acceptance, good, mask, max_miss=max_miss, base=hand_set)
-        tasks[task] = {"fit": fit, "good": int(good[mask].sum()), "bad": int((~good[mask]).sum())}
-        pinned_cases |= mask
-        pinned_accept[mask] = acceptance.accepted([GRID.index(fit.minimums[n]) for n in TUNED_CHECKS])[mask]
-    # The overall minimums decide every task without its own, here and in use: fitted on all cases,
-    # the tasks with minimums of their own pinned, so the combination keeps miss <= max_miss too.
-    overall = fit_minimums(acceptance, good, everything, max_miss=max_miss, base=hand_set,
-                           pinned=(pinned_cases, pinned_accept) if skipped and tasks else None)
+    everything = np.ones(len(scored), dtype=bool)
+    overall, tasks, skipped = _fit_scope(acceptance, good, task_of_case, everything, max_miss=max_miss,
+                                         per_task=per_task)
     # The combined effect, every case under its own task's minimums, decided by the real policy.
     fitted = config_with(base, overall.minimums, {t: v["fit"].minimums for t, v in tasks.items()})
     accepted = np.array([gate.decide(s, fitted).decision is Decision.ACCEPT for s in scored], dtype=bool)
-    expected = np.zeros(len(scored), dtype=bool)
-    for task in set(task_of_case.tolist()):
-        mask = task_of_case == task
-        minimums = tasks[task]["fit"].minimums if task in tasks else overall.minimums
-        expected[mask] = acceptance.accepted([GRID.index(minimums[n]) for n in TUNED_CHECKS])[mask]
-    if not np.array_equal(accepted, expected):
-        raise RuntimeError(f"the fast acceptance disagrees with the decision policy on {int((accepted != expected).sum())}"
-                           " case(s): a rule reads a tuned minimum in a way _Acceptance does not know")
+    if not np.array_equal(accepted, _accepted(acceptance, task_of_case, overall, tasks)):
+        raise RuntimeError("the fast acceptance disagrees with the decision policy: a rule reads a tuned "
+                           "minimum in a way _Acceptance does not know")
     friction, miss = rates(good, accepted)
+    held_out = []
+    datasets = np.array([str(item.case.meta.get("dataset", "")) for item in labelled])
+    for dataset in sorted({str(d) for d in datasets}) if leave_one_out else []:
+        left_out = datasets == dataset
+        row: dict[str, Any] = {"dataset": dataset, "good": int(good[left_out].sum()), "bad": int((~good[left_out]).sum())}
+        row["fitted_with_it"] = dict(zip(("friction", "miss"), rates(good[left_out], accepted[left_out])))
+        rest = ~left_out
+        problem = shortfall(int(good[rest].sum()), int((~good[rest]).sum()), max_miss)
+        if problem:
+            row["skipped"] = f"without it: {problem}"
+        else:
+            fit, fit_tasks, _ = _fit_scope(acceptance, good, task_of_case, rest, max_miss=max_miss, per_task=per_task)
+            unseen = _accepted(acceptance, task_of_case, fit, fit_tasks)
+            row["fitted_without_it"] = dict(zip(("friction", "miss"), rates(good[left_out], unseen[left_out])))
+        held_out.append(row)
     return {"overall": overall, "tasks": tasks, "skipped_tasks": skipped, "config": fitted,
             "combined": {"friction": friction, "miss": miss, "good": int(good.sum()), "bad": int((~good).sum())},
-            "scoring_s": scoring_s}
+            "leave_one_out": held_out, "scoring_s": scoring_s}
 
 
 def config_with(base: GateConfig, minimums: dict[str, float], per_task: dict[str, dict[str, float]]) -> GateConfig:

@@ -164,6 +164,8 @@ def calibrate_command(
                                           "comments and other settings are kept"),
     per_task: bool = typer.Option(True, "--per-task/--no-per-task", help="fit minimums per task type where "
                                   "the data allow"),
+    leave_one_out: bool = typer.Option(False, "--leave-one-out", help="also fit without each dataset "
+                                       "(meta.dataset) and report its rates: what an unseen source will see"),
     validators: Optional[str] = typer.Option(None, help="comma-separated validator names"),
     models_dir: Optional[Path] = typer.Option(None, help="folder with trained validators"),
 ) -> None:
@@ -175,7 +177,8 @@ def calibrate_command(
         console.print(f"[red]skipped[/red] {error}")
     gate = _build_gate(config, validators, models_dir)
     try:
-        fitted = calibrate(gate, items, max_miss=max_miss, source=labelled, per_task=per_task)
+        fitted = calibrate(gate, items, max_miss=max_miss, source=labelled, per_task=per_task,
+                           leave_one_out=leave_one_out)
     except TooFewLabels as exc:
         raise _fail(str(exc)) from None
     overall = fitted["overall"]
@@ -206,6 +209,17 @@ def calibrate_command(
     console.print(f"every case under its task's minimums: friction {_pct(combined['friction'])}, "
                   f"miss {_pct(combined['miss'])} ({combined['good']} good, {combined['bad']} bad; "
                   f"validators ran once, {fitted['scoring_s']:.0f} s)")
+    if fitted["leave_one_out"]:
+        table = Table(title="each dataset left out: its rates under minimums fitted with it / without it")
+        for column in ("dataset", "good", "bad", "friction with / without", "miss with / without"):
+            table.add_column(column)
+        for row in fitted["leave_one_out"]:
+            without = row.get("fitted_without_it") or {}
+            table.add_row(row["dataset"], str(row["good"]), str(row["bad"]),
+                          f"{_pct(row['fitted_with_it']['friction'])} / {_pct(without.get('friction'))}",
+                          f"{_pct(row['fitted_with_it']['miss'])} / {_pct(without.get('miss'))}"
+                          + (f"  ({row['skipped']})" if "skipped" in row else ""))
+        console.print(table)
     base_path = config or CONFIG_DIR / "gate.yaml"
     provenance = {
         "command": " ".join(["autovalidators", *sys.argv[1:]]),
@@ -213,6 +227,10 @@ def calibrate_command(
         "cases": {"good": combined["good"], "bad": combined["bad"], "skipped_lines": len(errors)},
         "max_miss": max_miss,
         "fitted_on_data": {"friction": round(combined["friction"], 4), "miss": round(combined["miss"], 4)},
+        **({"leave_one_dataset_out": {row["dataset"]: {k: round(v, 4) for k, v in row["fitted_without_it"].items()
+                                                       if v is not None}
+                                      for row in fitted["leave_one_out"] if "fitted_without_it" in row}}
+           if fitted["leave_one_out"] else {}),
         "validators": {name: info["sha256"] or info["kind"] for name, info in gate.models.items()},
         "date": datetime.now(timezone.utc).strftime("%Y-%m-%d"),
     }

@@ -87,12 +87,16 @@ def test_render_keeps_the_base_comments_and_writes_minimums_tasks_and_provenance
 
 def test_calibrate_then_benchmark_gate_on_real_labelled_answers(tmp_path):
     out = tmp_path / "gate.yaml"
-    result = runner.invoke(app, ["calibrate", str(FIXTURE), "--max-miss", "0.15", "--out", str(out)])
+    result = runner.invoke(app, ["calibrate", str(FIXTURE), "--max-miss", "0.15", "--leave-one-out", "--out", str(out)])
     assert result.exit_code == 0, result.output
+    # Left out, RAGTruth's 16 answers meet minimums fitted on the other 60; without XQuAD (40) or TyDi
+    # (20) too few good answers remain to fit on, and the table says so instead of fitting anyway.
+    assert "each dataset left out" in result.output and "without it:" in " ".join(result.output.split())
     fitted = load_gate_config(out)
     provenance = fitted.provenance
     assert provenance["data_sha256"] and provenance["cases"] == {"good": 38, "bad": 38, "skipped_lines": 0}
     assert provenance["fitted_on_data"]["miss"] <= 0.15
+    assert set(provenance["leave_one_dataset_out"]) == {"ragtruth"}
     # The shipped config on the same answers, and the fitted one: `benchmark gate` reproduces the
     # fitted rates exactly, and the fit stops no more good answers than the shipped minimums at no
     # more misses than allowed.
