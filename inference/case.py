@@ -126,13 +126,10 @@ def parse_case(
         return CaseError(line, field, message, id=case_id, source=source)
 
 
-def read_cases(
-    path: str | Path, *, max_text_chars: int = DEFAULT_MAX_TEXT_CHARS
-) -> Iterator[Case | CaseError]:
-    """Yields a `Case` or a `CaseError` for every non-blank line of a JSONL file, in order.
-
-    Lines are decoded one by one, so a line of invalid UTF-8 spoils only itself.
-    """
+def read_records(path: str | Path) -> Iterator[tuple[int, Any] | CaseError]:
+    """`(line number, decoded JSON value)` for every non-blank line of a JSONL file, or a `CaseError`
+    for a line that is not UTF-8 or not JSON. Lines are decoded one by one, so a bad line spoils
+    only itself."""
     source = str(path)
     with open(path, "rb") as handle:
         for line_number, raw in enumerate(handle, start=1):
@@ -144,8 +141,18 @@ def read_cases(
                 yield CaseError(line_number, None, f"invalid UTF-8 at byte {exc.start}", source=source)
                 continue
             try:
-                record = json.loads(text)
+                yield line_number, json.loads(text)
             except json.JSONDecodeError as exc:
                 yield CaseError(line_number, None, f"malformed JSON: {exc.msg} at column {exc.colno}", source=source)
-                continue
-            yield parse_case(record, line=line_number, source=source, max_text_chars=max_text_chars)
+
+
+def read_cases(
+    path: str | Path, *, max_text_chars: int = DEFAULT_MAX_TEXT_CHARS
+) -> Iterator[Case | CaseError]:
+    """Yields a `Case` or a `CaseError` for every non-blank line of a JSONL file, in order."""
+    for item in read_records(path):
+        if isinstance(item, CaseError):
+            yield item
+        else:
+            line_number, record = item
+            yield parse_case(record, line=line_number, source=str(path), max_text_chars=max_text_chars)

@@ -9,7 +9,6 @@ failure type stopped the good answers; `calibrate` fits the minimums that trade 
 
 from __future__ import annotations
 
-import json
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,7 +16,7 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from .case import Case, CaseError, parse_case
+from .case import Case, CaseError, parse_case, read_records
 from .results import Decision, Result
 from .text import language_of
 
@@ -53,30 +52,25 @@ def read_labelled(path: str | Path) -> tuple[list[Labelled], list[CaseError]]:
     cases: list[Labelled] = []
     errors: list[CaseError] = []
     source = str(path)
-    with open(path, "rb") as handle:
-        for number, raw in enumerate(handle, start=1):
-            if not raw.strip():
-                continue
-            try:
-                record = json.loads(raw.decode("utf-8"))
-            except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-                errors.append(CaseError(number, None, f"not a JSON line ({exc})", source=source))
-                continue
-            if not isinstance(record, dict):
-                errors.append(CaseError(number, None, "expected a JSON object", source=source))
-                continue
-            good, problem = _label(record)
-            if problem:
-                field = next((f for f in LABEL_FIELDS if f in record), "label")
-                errors.append(CaseError(number, field, problem, id=str(record.get("id")), source=source))
-                continue
-            parsed = parse_case({k: v for k, v in record.items() if k not in LABEL_FIELDS}, line=number, source=source)
-            if isinstance(parsed, CaseError):
-                errors.append(parsed)
-                continue
-            meta = parsed.meta
-            language = str(meta.get("language") or language_of(parsed.answer) or "en")
-            cases.append(Labelled(parsed, bool(good), language, str(meta.get("kind", "good" if good else "bad"))))
+    for item in read_records(path):
+        if isinstance(item, CaseError):
+            errors.append(item)
+            continue
+        number, record = item
+        if not isinstance(record, dict):
+            errors.append(CaseError(number, None, "expected a JSON object", source=source))
+            continue
+        good, problem = _label(record)
+        if problem:
+            field = next((f for f in LABEL_FIELDS if f in record), "label")
+            errors.append(CaseError(number, field, problem, id=str(record.get("id")), source=source))
+            continue
+        parsed = parse_case({k: v for k, v in record.items() if k not in LABEL_FIELDS}, line=number, source=source)
+        if isinstance(parsed, CaseError):
+            errors.append(parsed)
+            continue
+        language = str(parsed.meta.get("language") or language_of(parsed.answer))
+        cases.append(Labelled(parsed, bool(good), language, str(parsed.meta.get("kind", "good" if good else "bad"))))
     return cases, errors
 
 
