@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import threading
+from typing import Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -24,6 +25,8 @@ _ACCENTS = "\u0300-\u036f"
 _LETTERS = rf"(?:[^\W\d_][{_ACCENTS}]*)+"
 _TOKEN = re.compile(WRITTEN_NUMBER.pattern + rf"|{_LETTERS}(?:['’-]{_LETTERS})*|\d+", re.UNICODE)
 _ACCENT = re.compile(f"[{_ACCENTS}]")
+# Inside a word: a lower-case letter followed by an upper-case one that starts a lower-case run.
+_CAMEL_CUT = re.compile(r"(?<=[a-z])(?=[A-Z][a-z])")
 _CYRILLIC = re.compile(r"[\u0400-\u04FF]")
 # Sentence ends: . ! ? … followed by space and an upper-case letter, digit or quote; or a newline.
 _SENTENCE_END = re.compile(r"(?<=[.!?…])\s+(?=[\"«(\[]?[A-ZА-ЯЁ0-9])|\n+")
@@ -100,29 +103,38 @@ def normalize_number(text: str) -> str:
     return text.replace(",", ".")
 
 
+def _word_parts(match: re.Match) -> Iterator[tuple[str, int, int]]:
+    """A word, or the parts of a camelCase one ("RestaurantsTakeOut" -> Restaurants, Take, Out):
+    structured contexts (JSON keys) write words that way and answers do not."""
+    surface, start = match.group(0), match.start()
+    cuts = [m.start() for m in _CAMEL_CUT.finditer(surface)]
+    for left, right in zip([0, *cuts], [*cuts, len(surface)]):
+        yield surface[left:right], start + left, start + right
+
+
 def tokenize(text: str) -> list[Token]:
     """Word and number tokens with character offsets, stems and flags."""
     tokens = []
     for match in _TOKEN.finditer(text):
-        surface = match.group(0)
-        lower = _ACCENT.sub("", surface.lower()).replace("ё", "е")
-        is_number = surface[0].isdigit()
-        if is_number:
-            stem = normalize_number(surface)
-        else:
-            language = "russian" if _CYRILLIC.match(lower[0]) else "english"
-            stem = _stem(language, lower)
-        tokens.append(
-            Token(
-                text=lower,
-                stem=stem,
-                start=match.start(),
-                end=match.end(),
-                is_number=is_number,
-                is_stopword=lower in STOPWORDS_EN or lower in STOPWORDS_RU,
-                is_capitalized=surface[0].isupper(),
+        for surface, start, end in _word_parts(match):
+            lower = _ACCENT.sub("", surface.lower()).replace("ё", "е")
+            is_number = surface[0].isdigit()
+            if is_number:
+                stem = normalize_number(surface)
+            else:
+                language = "russian" if _CYRILLIC.match(lower[0]) else "english"
+                stem = _stem(language, lower)
+            tokens.append(
+                Token(
+                    text=lower,
+                    stem=stem,
+                    start=start,
+                    end=end,
+                    is_number=is_number,
+                    is_stopword=lower in STOPWORDS_EN or lower in STOPWORDS_RU,
+                    is_capitalized=surface[0].isupper(),
+                )
             )
-        )
     return _read_number_words(text, tokens)
 
 

@@ -161,3 +161,12 @@ def test_a_stress_mark_does_not_split_a_russian_word():
     words = [t.text for t in tokenize("Кто выиграл Сраже́ние при Энти́теме?")]
     assert words == ["кто", "выиграл", "сражение", "при", "энтитеме"]
     assert heuristics.context_quality("Кто выиграл Сраже́ние при Энти́теме?", "Сражение при Энтитеме выиграл Союз.") > 0.9
+
+
+def test_camel_case_keys_of_structured_context_read_as_words():
+    # Data-to-text contexts are JSON ("RestaurantsTakeOut": true); answers say "offers take-out".
+    assert [t.text for t in tokenize("RestaurantsTakeOut OutdoorSeating")] == ["restaurants", "take", "out",
+                                                                              "outdoor", "seating"]
+    assert [t.text for t in tokenize("NASA and Paris")] == ["nasa", "and", "paris"]  # no camel, no cut
+    context = '{"OutdoorSeating": false, "RestaurantsReservations": true}'
+    assert heuristics.context_quality("Is there outdoor seating?", context) == 1.0
