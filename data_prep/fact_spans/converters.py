@@ -109,17 +109,20 @@ def read_ragtruth_subset(path: str | Path, *extra: str | Path) -> Converted:
 
     With several files, a response that occurs in more than one (same source, same text) becomes one record (the first file
     with its context wins), and a row without context borrows it from any row of the same source
-    (`source_id`): RAGTruth's QA passages belong to the question, not the response, and the 600
+    (`source_id` and task type): RAGTruth's QA passages belong to the question, not the response, and the 600
     file lost them where the extra file has them. Rows still without context are kept with
     `grounding_usable=False`.
     """
     paths = [Path(p) for p in (path, *extra)]
     rows: list[tuple[Path, int, dict[str, Any]]] = [(p, number, row) for p in paths
                                                      for number, row in enumerate(read_jsonl(p), start=1)]
-    contexts: dict[str, tuple[Any, str]] = {}
+    def source(row: dict[str, Any]) -> tuple[str, str]:  # a source is one task's input (question, article, business)
+        return str(row.get("source_id")), str(row.get("task_type"))
+
+    contexts: dict[tuple[str, str], tuple[Any, str]] = {}
     for _, _, row in rows:
         if _context_text(row.get("reference")).strip():
-            contexts.setdefault(str(row.get("source_id")), (row.get("reference"), row.get("question") or ""))
+            contexts.setdefault(source(row), (row.get("reference"), row.get("question") or ""))
     # A response seen in an earlier file is the same response (the 132 rows the two files share);
     # within one file, two rows with equal text are two responses (two models can write the same).
     chosen: list[tuple[Path, int, dict[str, Any]]] = []
@@ -138,8 +141,8 @@ def read_ragtruth_subset(path: str | Path, *extra: str | Path) -> Converted:
     for file, number, row in chosen:
         prov = Provenance(dataset="ragtruth", file=str(file), row=str(number), licence=LICENCES["ragtruth"])
         reference, question = row.get("reference"), row.get("question") or ""
-        if not _context_text(reference).strip() and str(row.get("source_id")) in contexts:
-            reference, borrowed_question = contexts[str(row.get("source_id"))]
+        if not _context_text(reference).strip() and source(row) in contexts:
+            reference, borrowed_question = contexts[source(row)]
             question = question or borrowed_question
         _guarded(out, f"{file}:{number}", lambda: ragtruth_record(
             row, context=_context_text(reference), question=question,
