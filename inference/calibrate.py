@@ -19,7 +19,7 @@ import itertools
 import math
 import re
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -67,8 +67,6 @@ class Fit:
     minimums: dict[str, float]
     friction: float
     miss: float
-    evaluated: int
-    curves: dict[str, list[dict[str, float]]] = field(default_factory=dict)
 
 
 class _Acceptance:
@@ -110,20 +108,17 @@ def _objective(friction: float, miss: float, max_miss: float) -> tuple[int, floa
 
 
 def fit_minimums(acceptance: _Acceptance, good: np.ndarray, mask: np.ndarray, *, max_miss: float,
-                 base: dict[str, float], pinned: tuple[np.ndarray, np.ndarray] | None = None) -> Fit:
+                 prefer_near: dict[str, float], pinned: tuple[np.ndarray, np.ndarray] | None = None) -> Fit:
     """The least friction at miss <= max_miss: every combination of the COARSE minimums, then each
-    check refined on the whole GRID in turn. Among equally good candidates the one nearest `base`
+    check refined on the whole GRID in turn. Among equally good candidates the one nearest `prefer_near`
     wins: a minimum moves from the hand-set default only as far as the data pays for.
 
     `pinned` = (which cases, their acceptance): cases decided by other minimums (their task's own),
     counted in the rates but not moved by the candidate."""
     pinned_cases, pinned_accept = pinned if pinned is not None else (np.zeros(len(good), dtype=bool), None)
     good = good[mask]
-    evaluated = 0
 
     def measure(indices: Sequence[int]) -> tuple[float, float]:
-        nonlocal evaluated
-        evaluated += 1
         accepted = acceptance.accepted(indices)
         if pinned_accept is not None:
             accepted = np.where(pinned_cases, pinned_accept, accepted)
@@ -131,7 +126,7 @@ def fit_minimums(acceptance: _Acceptance, good: np.ndarray, mask: np.ndarray, *,
         return friction or 0.0, miss or 0.0
 
     def score(indices: Sequence[int]) -> tuple[int, float, float, float]:
-        moved = sum(abs(GRID[i] - base[name]) for name, i in zip(TUNED_CHECKS, indices))
+        moved = sum(abs(GRID[i] - prefer_near[name]) for name, i in zip(TUNED_CHECKS, indices))
         return (*_objective(*measure(indices), max_miss), round(moved, 6))
 
     current = list(min(itertools.product(COARSE, repeat=len(TUNED_CHECKS)), key=score))
@@ -147,10 +142,21 @@ def fit_minimums(acceptance: _Acceptance, good: np.ndarray, mask: np.ndarray, *,
         if not improved:
             break
     friction, miss = measure(current)
-    curves = {name: [dict(zip(("minimum", "friction", "miss"),
-                              (value, *measure(current[:column] + [index] + current[column + 1:]))))
-                     for index, value in enumerate(GRID)] for column, name in enumerate(TUNED_CHECKS)}
-    return Fit({name: GRID[i] for name, i in zip(TUNED_CHECKS, current)}, friction, miss, evaluated, curves)
+    return Fit({name: GRID[i] for name, i in zip(TUNED_CHECKS, current)}, friction, miss)
+
+
+def miss_friction_curves(acceptance: _Acceptance, good: np.ndarray, minimums: dict[str, float]
+                         ) -> dict[str, list[dict[str, float]]]:
+    """Per check: friction and miss over GRID with the other checks at `minimums`, on every case."""
+    current = _indices(minimums)
+    curves = {}
+    for column, name in enumerate(TUNED_CHECKS):
+        points = []
+        for index, value in enumerate(GRID):
+            friction, miss = rates(good, acceptance.accepted(current[:column] + [index] + current[column + 1:]))
+            points.append({"minimum": value, "friction": friction or 0.0, "miss": miss or 0.0})
+        curves[name] = points
+    return curves
 
 
 def _indices(minimums: dict[str, float]) -> list[int]:
@@ -175,11 +181,11 @@ def _fit_scope(acceptance: _Acceptance, good: np.ndarray, task_of_case: np.ndarr
         if problem:
             skipped[task] = problem
             continue
-        fit = fit_minimums(acceptance, good, mask, max_miss=max_miss, base=hand_set)
+        fit = fit_minimums(acceptance, good, mask, max_miss=max_miss, prefer_near=hand_set)
         tasks[task] = {"fit": fit, "good": int(good[mask].sum()), "bad": int((~good[mask]).sum())}
         pinned_cases |= mask
         pinned_accept[mask] = acceptance.accepted(_indices(fit.minimums))[mask]
-    overall = fit_minimums(acceptance, good, scope, max_miss=max_miss, base=hand_set,
+    overall = fit_minimums(acceptance, good, scope, max_miss=max_miss, prefer_near=hand_set,
                            pinned=(pinned_cases, pinned_accept) if skipped and tasks else None)
     return overall, tasks, skipped
 
@@ -236,6 +242,7 @@ def calibrate(gate: Gate, labelled: Sequence[Labelled], *, max_miss: float, sour
         held_out.append(row)
     return {"overall": overall, "tasks": tasks, "skipped_tasks": skipped, "config": fitted,
             "combined": {"friction": friction, "miss": miss, "good": int(good.sum()), "bad": int((~good).sum())},
+            "curves": miss_friction_curves(acceptance, good, overall.minimums),
             "leave_one_out": held_out, "scoring_s": scoring_s}
 
 

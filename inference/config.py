@@ -134,7 +134,6 @@ class TaskPolicy(StrictModel):
     summary's, and one minimum for both stops good answers of the one to catch bad ones of the other."""
 
     minimums: dict[str, float] = Field(default_factory=dict, description="check name -> minimum")
-    confident_at: float | None = Field(None, ge=0.0, le=1.0, description="specificity.confident_at for this task")
 
     @model_validator(mode="after")
     def _known_checks(self) -> "TaskPolicy":
@@ -176,10 +175,7 @@ class GateConfig(StrictModel):
         checks = self.checks.model_copy(update={
             name: getattr(self.checks, name).model_copy(update={"minimum": minimum})
             for name, minimum in policy.minimums.items()})
-        update: dict[str, Any] = {"checks": checks, "tasks": {}}
-        if policy.confident_at is not None:
-            update["specificity"] = self.specificity.model_copy(update={"confident_at": policy.confident_at})
-        return self.model_copy(update=update)
+        return self.model_copy(update={"checks": checks, "tasks": {}})
 
     @model_validator(mode="after")
     def _band_is_ordered(self) -> "GateConfig":

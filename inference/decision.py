@@ -73,7 +73,8 @@ def _check(name: str, applies: bool, score: float | None, policy: CheckPolicy | 
     return CheckResult(name, True, float(score), policy.minimum, score >= policy.minimum)
 
 
-def _tone_check(tone: ToneOutput | None, config: GateConfig) -> CheckResult:
+def tone_check(tone: ToneOutput | None, config: GateConfig) -> CheckResult:
+    """The `tone_safety` check of one tone output: fails when a blocking label reaches its threshold."""
     policy = config.checks.tone_safety
     if tone is None or not tone.applies:
         return CheckResult("tone_safety", False, None, 0.5, None)
@@ -120,6 +121,8 @@ class _Context:
                                         if s.label is SpanLabel.HALLUCINATION)
         self.context_fails = "context_quality" in self.valid_failed
         self.grounding_fails = "grounding" in self.valid_failed or "span_grounding" in self.valid_failed
+        # Ungrounded and specific: a confident hallucination, on or off the question.
+        self.confidently_ungrounded = self.grounding_fails and signals.specificity >= config.specificity.confident_at
         self.deciding = [c for name, c in checks.items() if c.applies and c.passed and required[name]]
 
     def verdict(self, decision, failure, action, reason, confidence, triggers=()) -> Verdict:
@@ -160,7 +163,7 @@ def _off_topic(ctx: _Context) -> Verdict | None:
     # Off the question AND full of specific claims the context does not hold is worse than off
     # topic: it invents facts (seed 000's French Revolution essay to a password question). The
     # confident-hallucination rule decides it; a vague off-topic answer stays here.
-    if ctx.grounding_fails and ctx.signals.specificity >= ctx.config.specificity.confident_at:
+    if ctx.confidently_ungrounded:
         return None
     check = ctx.valid_failed["relevance"]
     return ctx.verdict(Decision.REVIEW, FailureType.OFF_TOPIC, NextAction.RETRY_WITH_CLEARER_QUERY,
@@ -169,7 +172,7 @@ def _off_topic(ctx: _Context) -> Verdict | None:
 
 
 def _confident_hallucination(ctx: _Context) -> Verdict | None:
-    if not (ctx.grounding_fails and ctx.signals.specificity >= ctx.config.specificity.confident_at):
+    if not ctx.confidently_ungrounded:
         return None
     worst = ctx.worst_grounding()
     return ctx.verdict(Decision.REJECT, FailureType.CONFIDENT_HALLUCINATION, NextAction.REGENERATE_WITH_GROUNDING_PROMPT,
@@ -294,7 +297,7 @@ def decide(
         # Not applicable without a question to cover (summary, data-to-text: CaseSignals says why).
         "context_quality": _check("context_quality", has_context and signals.context_quality is not None,
                                   signals.context_quality, policy.context_quality),
-        "tone_safety": _tone_check(tone, config),
+        "tone_safety": tone_check(tone, config),
     }
     quality = [c.score for name, c in checks.items()
                if name in ("grounding", "relevance", "context_quality") and c.applies and c.score is not None]
