@@ -10,16 +10,19 @@ from pathlib import Path
 from typing import Any, Optional
 
 import typer
+import yaml
 from rich.table import Table
 
 from .calibrate import TUNED_CHECKS, TooFewLabels, calibrate, file_sha256, render_config
-from .case import Case, read_cases
+from .case import Case, CaseError, parse_case, read_records
 from .cli import _build_gate, _fail, app, benchmark_app, console, prepare_app
-from .config import CONFIG_DIR
+from .config import CONFIG_DIR, GateConfig
+from .decision import tone_check
 from .gate import Gate
-from .gate_quality import evaluate, paired_change, plot_rates, read_labelled, tone_rates
+from .gate_quality import evaluate, is_labelled, paired_change, parse_labelled, plot_rates, read_labelled, tone_rates
 
 BUNDLED_CASES = "examples/cases.jsonl"
+TONE_TEXT_FIELDS = ("text", "label", "dataset", "language")
 
 
 def _pct(value: float | None, interval: list[float] | None = None) -> str:
@@ -41,14 +44,9 @@ def _rates_table(title: str, rows: list[dict[str, Any]]) -> Table:
 def _tone_flags(gate: Gate, texts: list[dict[str, Any]]) -> list[bool]:
     """Whether the gate's tone check fails each text, read alone (an answer with no question or context)."""
     if "tone" not in gate.validators:
-        raise ValueError("--tone-texts needs the tone validator in the gate")
-    blocking = set(gate.config.checks.tone_safety.blocking_labels)
+        raise _fail("--tone-texts needs the tone validator in the gate")
     cases = [Case(id=str(t.get("id", i)), question="", answer=str(t["text"])) for i, t in enumerate(texts)]
-    flags = []
-    for start in range(0, len(cases), 64):
-        for output in gate.validators["tone"].predict(cases[start:start + 64]):
-            flags.append(bool(blocking & set(getattr(output, "flagged", ()))))
-    return flags
+    return [tone_check(output, gate.config).passed is False for output in gate.validators["tone"].predict(cases)]
 
 
 @benchmark_app.command("gate")
@@ -74,13 +72,14 @@ def benchmark_gate(
     source = cases or Path(str(resources.files("autovalidators.inference").joinpath(BUNDLED_CASES)))
     if not source.is_file():
         raise _fail(f"{source}: no such file")
-    labelled, errors = read_labelled(source)
-    unlabelled = not labelled and errors and all(e.field == "label" and "is required" in e.message for e in errors)
+    records = list(read_records(source))
+    unlabelled = not is_labelled(records)
     if unlabelled:
-        records = list(read_cases(source))
-        plain = [r for r in records if isinstance(r, Case)]
-        errors = [r for r in records if not isinstance(r, Case)]
+        parsed = [r if isinstance(r, CaseError) else parse_case(r[1], line=r[0], source=str(source)) for r in records]
+        plain = [r for r in parsed if isinstance(r, Case)]
+        errors = [r for r in parsed if not isinstance(r, Case)]
     else:
+        labelled, errors = parse_labelled(records, str(source))
         plain = [item.case for item in labelled]
     for error in errors:
         console.print(f"[red]skipped[/red] {error}")
@@ -106,7 +105,16 @@ def benchmark_gate(
                           json_out.with_name(json_out.stem + "_rates.png"))
         report["plot"] = str(plot) if plot else None
     if tone_texts:
-        texts = [json.loads(line) for line in open(tone_texts, encoding="utf-8") if line.strip()]
+        texts = []
+        for item in read_records(tone_texts):
+            problem = item if isinstance(item, CaseError) else next(
+                (CaseError(item[0], key, "is required", source=str(tone_texts)) for key in TONE_TEXT_FIELDS
+                 if not isinstance(item[1], dict) or not isinstance(item[1].get(key), str)), None)
+            if problem:
+                console.print(f"[red]skipped[/red] {problem}")
+                errors.append(problem)
+            else:
+                texts.append(item[1])
         rows = tone_rates(texts, _tone_flags(gate, texts))
         report["tone"] = rows
         table = Table(title=f"tone check on {tone_texts.name}: share flagged")
@@ -198,8 +206,8 @@ def calibrate_command(
     curve.add_column("minimum")
     for name in TUNED_CHECKS:
         curve.add_column(f"{name} friction/miss")
-    for index in range(0, len(overall.curves[TUNED_CHECKS[0]]), 2):
-        points = [overall.curves[name][index] for name in TUNED_CHECKS]
+    for index in range(0, len(fitted["curves"][TUNED_CHECKS[0]]), 2):
+        points = [fitted["curves"][name][index] for name in TUNED_CHECKS]
         curve.add_row(f"{points[0]['minimum']:.2f}", *[f"{_pct(p['friction'])} / {_pct(p['miss'])}" for p in points])
     console.print(curve)
     combined = fitted["combined"]
@@ -221,25 +229,25 @@ def calibrate_command(
                           + (f"  ({row['skipped']})" if "skipped" in row else ""))
         console.print(table)
     base_path = config or CONFIG_DIR / "gate.yaml"
+    held_out = {row["dataset"]: {k: round(v, 4) for k, v in row["fitted_without_it"].items() if v is not None}
+                for row in fitted["leave_one_out"] if "fitted_without_it" in row}
     provenance = {
         "command": " ".join(["autovalidators", *sys.argv[1:]]),
         "data": str(labelled), "data_sha256": file_sha256(labelled),
         "cases": {"good": combined["good"], "bad": combined["bad"], "skipped_lines": len(errors)},
         "max_miss": max_miss,
         "fitted_on_data": {"friction": round(combined["friction"], 4), "miss": round(combined["miss"], 4)},
-        **({"leave_one_dataset_out": {row["dataset"]: {k: round(v, 4) for k, v in row["fitted_without_it"].items()
-                                                       if v is not None}
-                                      for row in fitted["leave_one_out"] if "fitted_without_it" in row}}
-           if fitted["leave_one_out"] else {}),
+        **({"leave_one_dataset_out": held_out} if held_out else {}),
         "validators": {name: info["sha256"] or info["kind"] for name, info in gate.models.items()},
         "date": datetime.now(timezone.utc).strftime("%Y-%m-%d"),
     }
-    text = render_config(base_path.read_text(encoding="utf-8"), fitted["config"], provenance)
+    try:
+        text = render_config(base_path.read_text(encoding="utf-8"), fitted["config"], provenance)
+        GateConfig.model_validate(yaml.safe_load(text))  # what is written must load as written
+    except ValueError as exc:  # pydantic's ValidationError is one too
+        raise _fail(f"{base_path}: cannot write the fitted config from it: {exc}; nothing written") from None
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(text, encoding="utf-8")
-    from .config import load_gate_config
-
-    load_gate_config(out)  # what was written must load as written
     console.print(f"wrote {out}")
     if errors:
         raise typer.Exit(code=1)

@@ -49,10 +49,21 @@ def _label(record: dict[str, Any]) -> tuple[bool | None, str | None]:
 
 def read_labelled(path: str | Path) -> tuple[list[Labelled], list[CaseError]]:
     """Labelled cases of a JSONL file, and an error naming file, line and field for each bad line."""
+    return parse_labelled(read_records(path), str(path))
+
+
+def is_labelled(records: Iterable[tuple[int, Any] | CaseError]) -> bool:
+    """Whether any record of a file carries a label field: the file is then read as labelled."""
+    return any(not isinstance(item, CaseError) and isinstance(item[1], dict) and bool(set(LABEL_FIELDS) & set(item[1]))
+               for item in records)
+
+
+def parse_labelled(records: Iterable[tuple[int, Any] | CaseError], source: str
+                   ) -> tuple[list[Labelled], list[CaseError]]:
+    """`read_records` items -> labelled cases, and an error per bad line."""
     cases: list[Labelled] = []
     errors: list[CaseError] = []
-    source = str(path)
-    for item in read_records(path):
+    for item in records:
         if isinstance(item, CaseError):
             errors.append(item)
             continue

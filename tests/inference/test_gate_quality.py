@@ -125,3 +125,12 @@ def test_calibrate_refuses_when_the_labels_cannot_support_the_miss_rate(tmp_path
     assert result.exit_code == 2
     assert "label 38 more bad answers" in " ".join(result.output.split())
     assert not (tmp_path / "g.yaml").exists()
+
+
+def test_calibrate_names_a_base_config_it_cannot_rewrite(tmp_path):
+    base = tmp_path / "base.yaml"
+    base.write_text("checks:\n  grounding:\n    minimum: 0.6\n", encoding="utf-8")  # block style: not rewritable in place
+    result = runner.invoke(app, ["calibrate", str(FIXTURE), "--max-miss", "0.15", "--config", str(base),
+                                 "--out", str(tmp_path / "g.yaml")])
+    assert result.exit_code == 2
+    assert "nothing written" in " ".join(result.output.split()) and not (tmp_path / "g.yaml").exists()
