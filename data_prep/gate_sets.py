@@ -31,15 +31,17 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any, Iterable
 
+from autovalidators.inference.text import split_sentences
+
 from .fact_spans.converters import read_faithbench, read_ragtruth_subset, read_squad
 from .fact_spans.schema import SpanLabel
+from .io import read_jsonl
 
 DATASETS = Path("../shared/datasets")
 # Answers written by LLMs or people and judged by people: what the shipped gate config is fitted on
 # (`dev_real.jsonl`). The constructed XQuAD/TyDi answers only measure.
 REAL_ANSWERS = ("ragtruth", "faithbench", "wikiqa")
 _NUMBER = re.compile(r"\d")
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-ZА-ЯЁ\"«(])")
 
 
 def split_of(group: str) -> str:
@@ -78,11 +80,11 @@ def faithbench_cases(root: Path, limit: int) -> Iterable[dict[str, Any]]:
 
 
 def _sentence_with(context: str, start: int, end: int) -> str:
-    bounds = [0] + [m.end() for m in _SENTENCE_END.finditer(context)] + [len(context)]
-    for left, right in zip(bounds, bounds[1:]):
-        if left <= start < right:
-            return context[left:max(right, end)].strip()
-    return context.strip()
+    """The context's sentence (or run of sentences, when the answer spans several) around [start, end)."""
+    sentences = split_sentences(context)
+    first = next((x for x in sentences if x.end > start), None)
+    last = next((x for x in reversed(sentences) if x.start < end), None)
+    return context[first.start:last.end].strip() if first and last else context.strip()
 
 
 def reading_cases(path: Path, source: str, language: str, limit: int) -> Iterable[dict[str, Any]]:
@@ -150,13 +152,12 @@ def tone_texts(root: Path, per_set: int) -> Iterable[dict[str, Any]]:
 
     def sentences(path: Path, language: str, source: str) -> list[str]:
         contexts = {i.context for i in read_squad(path, source=source, language=language).records}
-        return [s for c in contexts for s in _SENTENCE_END.split(c)]
+        return [x.text for c in contexts for x in split_sentences(c)]
 
     yield from sample(sentences(root / "xquad" / "xquad.en.json", "en", "xquad"), "neutral", "xquad_en", "en")
     yield from sample(sentences(root / "squad2_dev_half_cs224n" / "data" / "dev-v2.0.json", "en", "squad2"),
                       "neutral", "squad2_en", "en")
-    ragtruth = [json.loads(line)["response"] for line in
-                open(root / "ragtruth_subset" / "ragtruth_600.jsonl", encoding="utf-8") if line.strip()]
+    ragtruth = [row["response"] for row in read_jsonl(root / "ragtruth_subset" / "ragtruth_600.jsonl")]
     yield from sample(ragtruth, "neutral", "ragtruth_answers_en", "en")
     yield from sample(sentences(root / "xquad" / "xquad.ru.json", "ru", "xquad"), "neutral", "xquad_ru", "ru")
     yield from sample(sentences(root / "tydiqa_goldp" / "language_data" / "russian" / "russian_tydiqa_dev.json",

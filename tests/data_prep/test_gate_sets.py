@@ -1,0 +1,45 @@
+"""The labelled gate cases built from reading-comprehension sets: each label is what its answer is."""
+
+from __future__ import annotations
+
+import json
+
+from autovalidators.data_prep.gate_sets import _sentence_with, reading_cases, split_of
+
+ARTICLES = [
+    ("The bridge opened in 1932. It was designed by John Bradfield. Trains crossed it from the start.",
+     [("When did the bridge open?", "1932"), ("Who designed the bridge?", "John Bradfield")]),
+    ("The museum holds 4000 paintings. Its founder was Anna Berg. Entry is free on Sundays.",
+     [("How many paintings does the museum hold?", "4000"), ("Who founded the museum?", "Anna Berg")]),
+    ("The river is 310 km long. It flows into the Baltic Sea. Salmon spawn in its upper reaches.",
+     [("How long is the river?", "310"), ("Where does the river flow?", "the Baltic Sea")]),
+]
+
+
+def test_each_constructed_answer_carries_the_label_of_what_it_is(tmp_path):
+    data = {"data": [{"title": f"a{i}", "paragraphs": [{"context": context, "qas": [
+        {"id": f"q{i}{j}", "question": q, "answers": [{"text": a, "answer_start": context.index(a)}]}
+        for j, (q, a) in enumerate(qas)]}]} for i, (context, qas) in enumerate(ARTICLES)]}
+    path = tmp_path / "squad.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    cases = list(reading_cases(path, "xquad", "en", limit=6))
+    by_kind: dict[str, list[dict]] = {}
+    for case in cases:
+        by_kind.setdefault(case["meta"]["kind"], []).append(case)
+    assert {c["label"] for c in by_kind["extractive"]} == {"good"} and len(by_kind["extractive"]) == 6
+    for gold in by_kind["extractive"]:  # the whole sentence that holds the answer, from its own context
+        assert gold["answer"] in gold["context"] and gold["answer"].endswith(".")
+    for bad in by_kind.get("swapped", []):  # one answer replaced by another question's of the same kind
+        assert bad["label"] == "bad" and bad["answer"] not in bad["context"]
+    for bad in by_kind.get("off_topic", []) + by_kind.get("should_abstain", []):
+        assert bad["label"] == "bad"
+    for miss in by_kind.get("should_abstain", []):  # the gold sentence over another article's paragraph
+        assert miss["answer"] not in miss["context"]
+    assert set(by_kind) >= {"extractive", "swapped", "off_topic", "should_abstain"}
+    # One group per paragraph, and the split follows the group, never the case.
+    assert all(split_of(c["meta"]["group"]) in ("dev", "test") for c in cases)
+
+
+def test_the_gold_sentence_is_cut_at_sentence_ends():
+    context = "First one. The answer is here, in 1932. Last one."
+    assert _sentence_with(context, context.index("1932"), context.index("1932") + 4) == "The answer is here, in 1932."
