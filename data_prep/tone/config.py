@@ -52,7 +52,9 @@ class SourceSpec(StrictModel):
     """A gold-labelled source file (or several files with the same columns)."""
 
     paths: list[str] = Field(min_length=1, description="relative to data_root unless absolute")
-    format: Literal["csv", "tsv"] = "csv"
+    format: Literal["csv", "tsv", "jsonl"] = "csv"
+    # Column names of a csv/tsv file without a header row (XNLI's dev files); None = the first row.
+    columns: list[str] | None = None
     # Whether fields may be double-quoted (holding tabs or newlines). Default: yes for csv, no for
     # tsv, because OLID's tweets hold unbalanced quotes; ParaDetox's TSV quotes multi-line comments.
     quoted: bool | None = None

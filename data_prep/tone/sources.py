@@ -12,9 +12,9 @@ import hashlib
 import logging
 import sys
 from pathlib import Path
-from typing import Iterator
+from typing import Iterable, Iterator
 
-from ..io import DataError
+from ..io import DataError, iter_jsonl
 from .config import Rule, SourceSpec, ToneConfig
 from .records import ToneRecord, add_votes, new_record
 
@@ -55,21 +55,41 @@ def _keep(row_key: str, spec: SourceSpec, total: int) -> bool:
     return int.from_bytes(digest[:8], "big") / 2**64 < spec.max_rows / total
 
 
+def _check_columns(path: Path, spec: SourceSpec, present: Iterable[str]) -> None:
+    wanted = ([spec.text_column, spec.id_column, *spec.paired_columns]
+              + [r.column for rules in spec.labels.values() for r in rules])
+    present = list(present)
+    missing = sorted({c for c in wanted if c and c not in present})
+    if missing:
+        raise DataError(f"{path}: no column(s) {missing} (columns: {', '.join(present)})")
+
+
+def _jsonl_rows(path: Path, spec: SourceSpec) -> Iterator[tuple[int, dict[str, str]]]:
+    """JSONL rows with every value as text (as a csv cell would be); the first row's keys are the columns."""
+    checked = False
+    for number, record, problem in iter_jsonl(path):
+        if problem is not None:
+            raise DataError(f"{path}:{number}: {problem}")
+        if not checked:
+            _check_columns(path, spec, record)
+            checked = True
+        yield number, {key: "" if value is None else str(value) for key, value in record.items()}
+
+
 def _rows(path: Path, spec: SourceSpec) -> Iterator[tuple[int, dict[str, str]]]:
     if not path.is_file():
         raise DataError(f"{path}: no such file (set data_root in the config or pass --data-root)")
+    if spec.format == "jsonl":
+        yield from _jsonl_rows(path, spec)
+        return
     delimiter = "\t" if spec.format == "tsv" else ","
     quoted = spec.quoted if spec.quoted is not None else spec.format == "csv"
     quoting = csv.QUOTE_MINIMAL if quoted else csv.QUOTE_NONE
     with open(path, encoding="utf-8", newline="") as handle:
-        reader = csv.DictReader(handle, delimiter=delimiter, quoting=quoting)
+        reader = csv.DictReader(handle, fieldnames=spec.columns, delimiter=delimiter, quoting=quoting)
         if reader.fieldnames is None:
             raise DataError(f"{path}: empty file")
-        wanted = ([spec.text_column, spec.id_column, *spec.paired_columns]
-                  + [r.column for rules in spec.labels.values() for r in rules])
-        missing = sorted({c for c in wanted if c and c not in reader.fieldnames})
-        if missing:
-            raise DataError(f"{path}: no column(s) {missing} (columns: {', '.join(reader.fieldnames)})")
+        _check_columns(path, spec, reader.fieldnames)
         line = reader.line_num
         for row in reader:
             yield line + 1, row  # the line the record starts on

@@ -164,3 +164,31 @@ def test_unquoted_tsv_reads_stray_quotes_as_text(tmp_path):
     (tmp_path / "data" / "detox.tsv").write_text('toxic_comment\tneutral_comment1\tneutral_comment2\n"ну и дебил\tты неправ\t\n',
                                                  encoding="utf-8")
     assert set(_by_text(_records("detox", config))) == {'"ну и дебил', "ты неправ"}
+
+
+def test_shipped_neutral_sources_read_jsonl_and_headerless_tsv_as_negative_for_every_abusive_label(tmp_path):
+    # The shapes of HaluEval (JSONL, numeric ids), TERRa (JSONL) and XNLI (TSV without a header row).
+    halueval = tmp_path / "halueval_general" / "data"
+    halueval.mkdir(parents=True)
+    (halueval / "general_data.json").write_text(
+        '{"ID": 1, "user_query": "q", "chatgpt_response": "Vaccines train the immune system."}\n'
+        '{"ID": 2, "user_query": "q", "chatgpt_response": ""}\n', encoding="utf-8")
+    xnli = tmp_path / "xnli_ru_en" / "data" / "xnli"
+    xnli.mkdir(parents=True)
+    (xnli / "dev-ru.tsv").write_text("Он пришёл домой.\tОн был дома.\tentailment\n", encoding="utf-8")
+    config = load_tone_config()
+    negative = {label: 0 for label in ("toxicity", "obscenity", "insult", "threat", "identity_hate")}
+    records, errors = read_source("halueval_answers", config, data_root=tmp_path)
+    assert _by_text(records) == {"Vaccines train the immune system.": negative}
+    assert records[0].row == "general_data.json:1" and records[0].labels["politics"] is None
+    assert len(errors) == 1 and "general_data.json:2: empty chatgpt_response" in errors[0]  # named, not lost
+    records, errors = read_source("xnli_ru_hypotheses", config, data_root=tmp_path)
+    assert errors == [] and _by_text(records) == {"Он был дома.": negative}
+
+
+def test_a_jsonl_source_without_the_text_field_names_file_and_field(tmp_path):
+    folder = tmp_path / "terra_ru" / "data" / "TERRa"
+    folder.mkdir(parents=True)
+    (folder / "train.jsonl").write_text('{"idx": 0, "hypothesis": "x"}\n', encoding="utf-8")
+    with pytest.raises(DataError, match=r"train.jsonl: no column\(s\) \['premise'\]"):
+        read_source("terra_premises", load_tone_config(), data_root=tmp_path)
