@@ -15,6 +15,7 @@ SCHEMAS = {
     "serve.yaml": "autovalidators.inference.serving.config:ServeConfig",
     "fact_spans.yaml": "autovalidators.data_prep.fact_spans.config:FactSpansPrepConfig",
     "fact_spans_model.yaml": "autovalidators.training.tasks.fact_spans:FactSpansModelConfig",
+    "tone_head.yaml": "autovalidators.training.tone_head:ToneHeadConfig",
     "fact_spans_model_stage2.yaml": "autovalidators.training.tasks.fact_spans:FactSpansModelConfig",
     "regression.yaml": "autovalidators.inference.regression:RegressionConfig",
     "prompts/judge_v1.yaml": "autovalidators.inference.judge:JudgePrompt",

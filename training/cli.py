@@ -190,3 +190,36 @@ def _register(task: str) -> None:
 
 for _task in TASKS:
     _register(_task)
+
+
+@train_app.command("tone-head", help="Refit the tone model's output layer on its frozen encoder (neutral text and "
+                                     "identity statements added; CPU, minutes).")
+def train_tone_head_command(
+    config: Path = typer.Option(Path("configs/tone_head.yaml"), help="recipe (schema training.tone_head.ToneHeadConfig)"),
+    to: Optional[Path] = typer.Option(None, help="also ship the new model into this folder (e.g. models/tone)"),
+    skip_prepare: bool = typer.Option(False, help="reuse the prepared files when they exist"),
+) -> None:
+    from rich.table import Table
+
+    from autovalidators.data_prep.io import DataError
+    from autovalidators.training.tone_head import load_config, refit
+
+    _verbose()
+    try:
+        report = refit(load_config(config), to=to, skip_prepare=skip_prepare, config_source=config)
+    except (DataError, FileNotFoundError, ValueError) as exc:
+        raise _fail(str(exc)) from None
+    table = Table(title=f"tone head refit ({config})")
+    for column in ("split", "what", "texts", "flagged / F1"):
+        table.add_column(column)
+    for split in ("dev",):
+        gold = report[split]["gold_sources"]
+        table.add_row(split, "gold sources macro-F1", "", f"{gold['macro_f1']:.3f}")
+        for label, metrics in gold["labels"].items():
+            if metrics["known"]:
+                table.add_row(split, f"  {label} F1", str(metrics["known"]), f"{metrics['f1']:.3f}")
+        for key, row in {**report[split]["neutral_flags"], **report[split]["statements"]}.items():
+            table.add_row(split, f"flagged: {key}", str(row["texts"]), f"{row['rate']:.1%}")
+    console.print(table)
+    console.print(f"thresholds: {json.dumps({k: round(v, 3) for k, v in report['thresholds'].items()})}")
+    console.print(f"wrote {Path(load_config(config).output_dir) / 'report.json'}" + (f" and shipped to {to}" if to else ""))

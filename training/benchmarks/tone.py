@@ -44,6 +44,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from autovalidators.data_prep.io import read_jsonl
+from autovalidators.data_prep.tone.statements import DEFAULT_PATH as STATEMENTS, statement_records
 from autovalidators.inference.case import Case
 from autovalidators.inference.manifest import load_manifest
 from autovalidators.inference.validators.heuristic import HeuristicTone
@@ -52,7 +53,7 @@ from autovalidators.inference.validators.tone import ToneValidator
 from autovalidators.training.benchmarks.common import f1_from_counts, load_torch_model, machine, print_table, time_calls, update_manifest_metrics
 from autovalidators.training.config import TaskConfig
 from autovalidators.training.tasks.base import TaskSpec
-from autovalidators.training.tasks.tone import label_metrics, multilabel_report, target_matrix
+from autovalidators.training.tasks.tone import TONE_LABELS, label_metrics, multilabel_report, target_matrix
 
 logger = logging.getLogger(__name__)
 
@@ -147,7 +148,26 @@ def load_sets(data_dir: Path) -> dict[str, list[dict]]:
     if not sets:
         raise FileNotFoundError(f"{data_dir}: no test.jsonl or benchmark_*.jsonl; run "
                                 "`autovalidators prepare tone --config configs/tone_model.yaml`")
+    # The identity statements' test split (held-out wordings and groups; the file ships with the code).
+    sets["statements"] = [r for r in statement_records(STATEMENTS, TONE_LABELS) if r["split"] == "test"]
     return sets
+
+
+def statements_caught(scores: np.ndarray, records: Sequence[dict], labels: Sequence[str],
+                      thresholds: dict[str, float]) -> dict[str, Any]:
+    """Per language: hateful statements flagged by any abusive label (want 100%) and neutral
+    statements about the same groups and subjects flagged (want 0%)."""
+    columns = [list(labels).index(label) for label in ABUSIVE_LABELS if label in labels]
+    cuts = np.asarray([thresholds.get(labels[c], 0.5) for c in columns])
+    flagged = (scores[:, columns] >= cuts).any(axis=1)
+    result: dict[str, Any] = {}
+    for language in sorted({r["language"] for r in records}):
+        for kind in ("hateful", "neutral"):
+            rows = [i for i, r in enumerate(records) if r["language"] == language and r["row"].startswith(kind)]
+            if rows:
+                result[f"{kind}_{language}"] = {"texts": len(rows), "flagged": int(flagged[rows].sum()),
+                                                "rate": float(flagged[rows].mean())}
+    return result
 
 
 def quality(scores: dict[str, np.ndarray], sets: dict[str, list[dict]], labels: Sequence[str],
@@ -170,6 +190,8 @@ def quality(scores: dict[str, np.ndarray], sets: dict[str, list[dict]], labels: 
         column = list(labels).index("toxicity")
         result["ru_toxic_val"] = label_metrics(scores["ru_toxic_val"][:, column],
                                                target_matrix(ru, labels)[:, column], thresholds.get("toxicity", 0.5))
+    if "statements" in sets:
+        result["statements"] = statements_caught(scores["statements"], sets["statements"], labels, thresholds)
     return result
 
 
@@ -220,7 +242,8 @@ def _tables(report: dict[str, Any], labels: Sequence[str], threads: int) -> None
                      "test macro-F1": result.get("test_all", {}).get("macro_f1"),
                      "test macro-AUC": result.get("test_all", {}).get("macro_roc_auc"),
                      "ru val tox F1": result.get("ru_toxic_val", {}).get("f1"),
-                     "ru val tox AUC": result.get("ru_toxic_val", {}).get("roc_auc")})
+                     "ru val tox AUC": result.get("ru_toxic_val", {}).get("roc_auc"),
+                     **{f"stmt {k}": v["rate"] for k, v in result.get("statements", {}).items()}})
     print_table("tone quality (manifest thresholds)", rows, list(rows[0]))
     shipped = next(iter(report["quality"].values()))
     label_rows = []
@@ -319,6 +342,7 @@ def benchmark(spec: TaskSpec, task_config: TaskConfig, model_dir: Path, *, run_d
         update_manifest_metrics(model_dir, {"benchmark": {
             "olid_level_a": quality_shipped.get("olid_level_a"), "ru_toxic_val": quality_shipped.get("ru_toxic_val"),
             "test_all": quality_shipped.get("test_all"), "test_by_source": quality_shipped.get("test_by_source"),
+            "statements": quality_shipped.get("statements"),
             "fp32": {k: report["quality"]["fp32"].get(k) for k in ("olid_level_a", "ru_toxic_val")}
             if "fp32" in report["quality"] else None,
             "fallback_languages": manifest.fallback_languages, "lexicon_labels": manifest.lexicon_labels,

@@ -298,7 +298,9 @@ def test_benchmark_reports_olid_rule_ru_toxicity_fp32_int8_and_predictions(tone_
     assert set(int8["test_by_source"]) == {"tiny"}
     assert int8["ru_toxic_val"]["known"] == 9
     assert {"single_short", "batch_32_short"} <= set(report["latency"]["int8"])
-    assert len(report["predictions"]) == 24 + 24 + 9
+    statements = report["data"]["statements"]  # the identity statements' test split, shipped with the code
+    assert statements > 0 and set(int8["statements"]) == {"hateful_en", "neutral_en", "hateful_ru", "neutral_ru"}
+    assert len(report["predictions"]) == 24 + 24 + 9 + statements
     assert set(report["predictions"][0]) >= {"id", "text", "gold", "scores"}
     json.dumps(report)  # the report must be writable as JSON
 
@@ -317,7 +319,7 @@ def test_benchmark_scores_routed_languages_as_served_and_by_the_model_alone(tone
     import shutil
 
     from autovalidators.inference.manifest import update_manifest
-    from autovalidators.training.benchmarks.tone import benchmark
+    from autovalidators.training.benchmarks.tone import benchmark, load_sets
     from autovalidators.training.config import TaskConfig
 
     root, _, _ = tone_export
@@ -332,7 +334,9 @@ def test_benchmark_scores_routed_languages_as_served_and_by_the_model_alone(tone
     write_jsonl(data / "benchmark_ru_toxic_val.jsonl", russian)
     config = TaskConfig[TonePrepareConfig](prepare=TonePrepareConfig(output_dir=str(data)))
     report = benchmark(SPEC, config, folder, run_dir=root / "run", threads=1, torch_latency=False)
-    assert report["routed_to_heuristic"] == {"ru_toxic_val": 2} and report["fallback_languages"] == ["ru"]
+    russian_statements = sum(r["language"] == "ru" for r in load_sets(data)["statements"])
+    assert report["routed_to_heuristic"] == {"ru_toxic_val": 2, "statements": russian_statements}
+    assert report["fallback_languages"] == ["ru"]
     served, alone = report["quality"]["int8"]["ru_toxic_val"], report["quality"]["int8 model only"]["ru_toxic_val"]
     # As served, the lexicon decides the Russian rows: the obscene one is caught, the polite one is not.
     assert served["precision"] == 1.0 and served["recall"] == 1.0

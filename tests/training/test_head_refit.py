@@ -1,0 +1,107 @@
+"""Head refit surgery on the shipped tone model: the encoder stays as shipped, the head is ours."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import numpy_helper
+
+from autovalidators.inference.onnx_session import OnnxSession
+from autovalidators.training.head_refit import FEATURES, SurgeryError, encoder_outputs, with_head
+from autovalidators.training.tone_head import fit_head, neutral_bound, HeadFit, ToneHeadConfig
+
+MODEL = Path(__file__).resolve().parents[2] / "models" / "tone" / "model.onnx"
+IDS = [np.array([[0, 1320, 83, 10, 25380, 6, 2]]), np.array([[0, 4865, 5, 2]])]
+
+
+def _run(session: OnnxSession, ids: np.ndarray, output: str) -> np.ndarray:
+    return session.run({"input_ids": ids, "attention_mask": np.ones_like(ids), "token_type_ids": np.zeros_like(ids)})[output]
+
+
+@pytest.fixture(scope="module")
+def headless(tmp_path_factory):
+    path = tmp_path_factory.mktemp("head") / "encoder.onnx"
+    onnx.save(encoder_outputs(MODEL), str(path))
+    return OnnxSession(path, threads=1)
+
+
+def test_a_new_head_computes_exactly_features_times_weight_plus_bias(headless, tmp_path):
+    rng = np.random.default_rng(0)
+    weight, bias = rng.normal(size=(768, 6)).astype(np.float32), rng.normal(size=6).astype(np.float32)
+    path = tmp_path / "model.onnx"
+    onnx.save(with_head(MODEL, weight, bias), str(path))
+    model = OnnxSession(path, threads=1)
+    assert model.output_names == ["logits"]  # same signature as the shipped model
+    for ids in IDS:
+        expected = _run(headless, ids, FEATURES) @ weight + bias
+        np.testing.assert_allclose(_run(model, ids, "logits"), expected, atol=1e-4)
+
+
+def test_the_shipped_model_carries_this_modules_head_and_regrafting_it_changes_nothing(headless, tmp_path):
+    # The shipped tone model is a refit: its logits are its features times its fp32 head, and
+    # putting the same head back on its encoder gives the same model output.
+    graph = onnx.load(str(MODEL)).graph
+    tensors = {t.name: numpy_helper.to_array(t) for t in graph.initializer}
+    weight, bias = tensors["head_weight"], tensors["head_bias"]
+    assert weight.dtype == np.float32 and weight.shape == (768, 6)
+    path = tmp_path / "regrafted.onnx"
+    onnx.save(with_head(MODEL, weight, bias), str(path))
+    shipped, model = OnnxSession(MODEL, threads=1), OnnxSession(path, threads=1)
+    for ids in IDS:
+        logits = _run(shipped, ids, "logits")
+        np.testing.assert_allclose(_run(model, ids, "logits"), logits, atol=1e-5)
+        np.testing.assert_allclose(_run(headless, ids, FEATURES) @ weight + bias, logits, atol=1e-4)
+        assert not np.allclose(logits, 0.0)
+
+
+def test_a_graph_without_a_pooler_is_refused_by_name(tmp_path):
+    from onnx import TensorProto, helper
+
+    node = helper.make_node("Identity", ["x"], ["logits"])
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
+                              [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [1])])
+    path = tmp_path / "plain.onnx"
+    onnx.save(helper.make_model(graph), str(path))
+    with pytest.raises(SurgeryError, match="plain.onnx: no pooler"):
+        encoder_outputs(path)
+
+
+def test_fit_head_learns_a_separable_label_and_skips_missing_targets():
+    rng = np.random.default_rng(1)
+    features = rng.normal(size=(400, 8)) * [1, 1, 1, 1, 1, 1, 1, 50] + 3.0
+    positive = features[:, 0] > 3.0
+    targets = np.stack([positive.astype(float), np.full(400, -1.0)], axis=1)
+    targets[:50, 0] = -1.0  # unknown rows must not count
+    weight, bias = fit_head(features, targets, np.ones(400), HeadFit(C=10.0))
+    predicted = features @ weight[:, 0] + bias[0] > 0
+    assert (predicted == positive).mean() > 0.97  # raw features in, scaling folded into the weights
+    assert bias[1] < -5 and not weight[:, 1].any()  # a label nobody labelled is never flagged
+
+
+def test_neutral_bound_raises_only_the_thresholds_neutral_text_would_cross():
+    config = ToneHeadConfig.model_validate({
+        "prepare": {}, "neutral_sources": ["wiki"],
+        "thresholds": {"max_neutral_flags": 0.05, "blocking_labels": ["toxicity", "insult"]}})
+    records = [{"source": "wiki", "language": "ru"}] * 100 + [{"source": "olid", "language": "en"}] * 10
+    scores = np.zeros((110, 6))
+    scores[:100, 0] = np.linspace(0.0, 0.99, 100)  # neutral Russian text scoring up to 0.99 toxicity
+    scores[:100, 2] = 0.1  # and low on insult
+    scores[100:, :] = 0.99  # abusive English text: not neutral, never bounds anything
+    raised = neutral_bound({"toxicity": 0.5, "insult": 0.2, "politics": 0.2}, scores, records, config)
+    flagged = (scores[:100, 0] >= raised["toxicity"]) | (scores[:100, 2] >= raised["insult"])
+    assert flagged.sum() == 5  # 5 of 100 neutral texts may reach a blocking label: no more, and no fewer
+    assert raised["insult"] == 0.2 and raised["politics"] == 0.2  # not crossed / not blocking: as chosen on dev
+
+
+def test_refitting_a_refitted_model_replaces_its_head_and_keeps_its_features(headless, tmp_path):
+    rng = np.random.default_rng(2)
+    first, second = tmp_path / "first.onnx", tmp_path / "second.onnx"
+    onnx.save(with_head(MODEL, rng.normal(size=(768, 6)), np.zeros(6)), str(first))
+    weight = rng.normal(size=(768, 6)).astype(np.float32)
+    onnx.save(with_head(first, weight, np.ones(6)), str(second))
+    model = OnnxSession(second, threads=1)
+    for ids in IDS:
+        np.testing.assert_allclose(_run(model, ids, "logits"), _run(headless, ids, FEATURES) @ weight + 1.0, atol=1e-4)
