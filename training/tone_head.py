@@ -77,6 +77,9 @@ class ToneHeadConfig(StrictModel):
     thresholds: HeadThresholds = HeadThresholds()
     output_dir: str = "runs/tone_head"
     threads: int = 2
+    # Candidates of this recipe scored on the held-out sets (`benchmark tone`), the shipped one
+    # included: written into the manifest, so a reader knows how often the test rows were looked at.
+    held_out_candidates: int = Field(0, ge=0)
 
 
 def load_config(path: str | Path) -> ToneHeadConfig:
@@ -313,6 +316,7 @@ def ship(config: ToneHeadConfig, model_path: Path, to: Path, thresholds: dict[st
                                                                       config.prepare.dev_file_sampled)}},
             "statements_sha256": sha256_of(Path(config.statements)),
             "parity": report["parity"],
+            "held_out_candidates": config.held_out_candidates,
         }},
     )
     write_manifest(to, fields)
