@@ -45,6 +45,7 @@ from autovalidators.inference.manifest import load_manifest, sha256_of, write_ma
 from autovalidators.inference.onnx_session import OnnxSession
 from autovalidators.inference.validators.tone import ToneValidator
 
+from autovalidators.training.benchmarks.tone import statements_caught
 from autovalidators.training.head_refit import FEATURES, encoder_outputs, with_head
 from autovalidators.training.tasks.base import MISSING_LABEL
 from autovalidators.training.tasks.tone import (TONE_LABELS, TonePrepareConfig, choose_thresholds, multilabel_report,
@@ -91,14 +92,20 @@ class FeatureReader:
 
     def __init__(self, model_dir: Path, cache_dir: Path, threads: int):
         manifest = load_manifest(model_dir)
-        self.windows = ToneValidator(model_dir, manifest, threads=1)  # tokeniser and windowing only
         self.model_sha = manifest.model_sha256
         self.cache_dir = cache_dir / self.model_sha[:16]
         self.cache_dir.mkdir(parents=True, exist_ok=True)
         headless = self.cache_dir / "encoder.onnx"
         if not headless.is_file():
             onnx.save(encoder_outputs(model_dir / manifest.model_file), str(headless))
-        self.session = OnnxSession(headless, threads=threads)
+        # The runtime validator on the headless graph: its windows are the served ones, and its
+        # session (the only one loaded) returns FEATURES instead of logits.
+        self.validator = ToneValidator(model_dir, manifest, threads=threads, model_path=headless)
+
+    def first_windows(self, texts: Sequence[str]) -> list[np.ndarray]:
+        """Each text's first window as a (1, n) id array: what training reads (the runtime takes
+        the max over windows; training cuts at max_length)."""
+        return [np.asarray([w.windows[0]], dtype=np.int64) for w in self.validator.windows(texts)]
 
     def __call__(self, texts: Sequence[str], name: str) -> np.ndarray:
         """(len(texts), n_features): each text's first window, one unpadded call each (as served)."""
@@ -107,10 +114,9 @@ class FeatureReader:
         if cached.is_file():
             return np.load(cached)
         rows = []
-        for number, windows in enumerate(self.windows.windows(texts), start=1):
-            ids = np.asarray([windows.windows[0]], dtype=np.int64)
-            rows.append(self.session.run({"input_ids": ids, "attention_mask": np.ones_like(ids),
-                                          "token_type_ids": np.zeros_like(ids)})[FEATURES][0])
+        for number, ids in enumerate(self.first_windows(texts), start=1):
+            rows.append(self.validator.session.run({"input_ids": ids, "attention_mask": np.ones_like(ids),
+                                                    "token_type_ids": np.zeros_like(ids)})[FEATURES][0])
             if number % 2000 == 0:
                 logger.info("%s: features of %d / %d texts", name, number, len(texts))
         features = np.asarray(rows, dtype=np.float32)
@@ -209,17 +215,6 @@ def neutral_report(flagged: np.ndarray, records: Sequence[dict], neutral: set[st
             for key, hits in sorted(groups.items())}
 
 
-def statements_report(flagged: np.ndarray, records: Sequence[dict]) -> dict[str, Any]:
-    """Per language: hateful statements flagged (should be all), neutral statements flagged (none)."""
-    out: dict[str, Any] = {}
-    for language in sorted({r["language"] for r in records}):
-        for kind in ("hateful", "neutral"):
-            hits = [bool(h) for h, r in zip(flagged, records) if r["language"] == language and r["row"].startswith(kind)]
-            if hits:
-                out[f"{kind}/{language}"] = {"texts": len(hits), "flagged": sum(hits), "rate": sum(hits) / len(hits)}
-    return out
-
-
 def refit(config: ToneHeadConfig, *, to: str | Path | None = None, skip_prepare: bool = False,
           config_source: str | Path | None = None) -> dict[str, Any]:
     """Fit, check and measure a new head; write `<output_dir>/` (model.onnx, report.json) and, with
@@ -254,7 +249,7 @@ def refit(config: ToneHeadConfig, *, to: str | Path | None = None, skip_prepare:
     out.mkdir(parents=True, exist_ok=True)
     model_path = out / "model.onnx"
     onnx.save(with_head(model_dir / load_manifest(model_dir).model_file, weight, bias), str(model_path))
-    parity = _parity(model_path, reader, splits["dev"][:200], features["dev"][:200] @ weight + bias)
+    parity = _parity(model_path, reader, splits["dev"][:200], features["dev"][:200] @ weight + bias, config.threads)
 
     neutral = set(config.neutral_sources)
     report: dict[str, Any] = {"thresholds": thresholds, "best_f1_thresholds": best, "parity": parity,
@@ -262,12 +257,13 @@ def refit(config: ToneHeadConfig, *, to: str | Path | None = None, skip_prepare:
     for name in ("dev",):
         records = splits[name]
         flagged = flag_rates(scores[name], records, thresholds, rules.blocking_labels)
+        statement_rows = [i for i, r in enumerate(records) if r["source"] == "identity_statements"]
         gold = [i for i, r in enumerate(records) if r["source"] not in neutral and r["source"] != "identity_statements"]
         report[name] = {
             "gold_sources": multilabel_report(scores[name][gold], targets[name][gold], TONE_LABELS, thresholds),
             "neutral_flags": neutral_report(flagged, records, neutral),
-            "statements": statements_report(flagged[[i for i, r in enumerate(records) if r["source"] == "identity_statements"]],
-                                            [r for r in records if r["source"] == "identity_statements"]),
+            "statements": statements_caught(scores[name][statement_rows], [records[i] for i in statement_rows],
+                                            TONE_LABELS, thresholds),
         }
     (out / "report.json").write_text(json.dumps(report, indent=1, default=float), encoding="utf-8")
     if to is not None:
@@ -275,14 +271,13 @@ def refit(config: ToneHeadConfig, *, to: str | Path | None = None, skip_prepare:
     return report
 
 
-def _parity(model_path: Path, reader: FeatureReader, records: Sequence[dict], expected: np.ndarray) -> dict[str, float]:
+def _parity(model_path: Path, reader: FeatureReader, records: Sequence[dict], expected: np.ndarray,
+            threads: int) -> dict[str, float]:
     """The shipped graph's logits against the fitted head on the same features; refuses a mismatch."""
-    session = OnnxSession(model_path, threads=reader.session.session.get_session_options().intra_op_num_threads or None)
-    got = []
-    for windows in reader.windows.windows([r["text"] for r in records]):
-        ids = np.asarray([windows.windows[0]], dtype=np.int64)
-        got.append(session.run({"input_ids": ids, "attention_mask": np.ones_like(ids),
-                                "token_type_ids": np.zeros_like(ids)})["logits"][0])
+    session = OnnxSession(model_path, threads=threads)
+    got = [session.run({"input_ids": ids, "attention_mask": np.ones_like(ids),
+                        "token_type_ids": np.zeros_like(ids)})["logits"][0]
+           for ids in reader.first_windows([r["text"] for r in records])]
     gap = float(np.abs(np.asarray(got) - expected).max()) if got else 0.0
     if gap > 1e-3:
         raise DataError(f"{model_path}: the graph's logits differ from the fitted head's by {gap:.2e} (> 1e-3)")
