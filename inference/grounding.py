@@ -41,7 +41,10 @@ NLI_FEATURE = FEATURE_NAMES.index("nli")
 NO_NLI = -1.0  # the nli feature's value until a cross-encoder scores the sentence (trees split on it)
 TASKS = ("QA", "Summary", "Data2txt")  # RAGTruth's task types; thresholds may differ per task
 _SUMMARY_REQUEST = re.compile(r"\b(summar|overview|tl;?dr)|резюм|кратко|перескаж|обзор", re.IGNORECASE)
-_KEY_VALUE_LINE = re.compile(r'^\s*"?[\w .\-]+"?\s*:\s*\S')
+_KEY_VALUE_LINE = re.compile(r'^\s*"?[\w .\-]+"?\s*:\s*(\S.*)$')
+# A structured record's values are short ("rating: 4.5"); a longer value is prose under a header
+# ("passage 1: When, how much and how often Indianapolis has snow ...", "Speaker: ..." turns).
+MAX_VALUE_WORDS = 8
 _HEDGE = re.compile("|".join(heuristics.HEDGE_PATTERNS), re.IGNORECASE)
 _WORD = re.compile(r"\S+")
 
@@ -54,17 +57,23 @@ def logit(p):
 
 def task_of(question: str, context: str, declared: str | None = None) -> str:
     """The case's task type: `declared` (a case's `meta.task`) when it names one of TASKS, else
-    Data2txt for structured context (JSON, or mostly "key: value" lines), Summary when the
+    Data2txt for structured context (JSON, or mostly "key: value" lines with short values; RAG
+    passages under "passage 1:" headers are prose), Summary when the
     question asks for a summary or is empty, QA otherwise."""
     if declared in TASKS:
         return declared
     stripped = context.strip()
     lines = [line for line in stripped.splitlines() if line.strip()]
-    if stripped[:1] in ("{", "[") or (lines and sum(bool(_KEY_VALUE_LINE.match(x)) for x in lines) >= 0.6 * len(lines)):
+    if stripped[:1] in ("{", "[") or (lines and sum(_is_key_value(x) for x in lines) >= 0.6 * len(lines)):
         return "Data2txt"
     if not question.strip() or _SUMMARY_REQUEST.search(question):
         return "Summary"
     return "QA"
+
+
+def _is_key_value(line: str) -> bool:
+    match = _KEY_VALUE_LINE.match(line)
+    return bool(match) and len(match.group(1).split()) <= MAX_VALUE_WORDS
 
 
 @dataclass(frozen=True)

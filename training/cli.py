@@ -170,10 +170,21 @@ def _register(task: str) -> None:
         update_manifest: bool = typer.Option(False, help="write the measured metrics into the manifest"),
         previous: Optional[Path] = typer.Option(None, help="another model folder of this task (the one being "
                                                             "replaced), compared on the same rows (tone)"),
+        leave_one_out: bool = typer.Option(False, "--leave-one-out", help="fact-spans: fit the combiner recipe "
+                                           "without each judged set and score it beside the heuristic"),
+        recipe: Path = typer.Option(Path("configs/fact_spans_combiner.yaml"), help="--leave-one-out: the recipe"),
+        cross_encoder: Optional[str] = typer.Option(None, help="--leave-one-out: the frozen cross-encoder's "
+                                                    "folder (default: --model's) or 'none' (lexical recipe)"),
     ) -> None:
         from autovalidators.training.benchmarks.common import run_benchmark
 
         _verbose()
+        if leave_one_out:
+            if task != "fact_spans":
+                raise _fail("--leave-one-out is for fact-spans")
+            _leave_one_out(recipe, model, cross_encoder, output,
+                           threads, update_manifest)
+            return
         spec, task_config = _load(task, config)
         extra = {"previous": previous} if previous is not None else {}
         try:
@@ -186,6 +197,41 @@ def _register(task: str) -> None:
         output.parent.mkdir(parents=True, exist_ok=True)
         output.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
         console.print(f"wrote {output}")
+
+
+def _leave_one_out(recipe: Path, model: Path, cross_encoder: Optional[str], output: Path, threads: int,
+                   update_manifest: bool) -> None:
+    from autovalidators.data_prep.io import DataError
+    from autovalidators.inference.config import ConfigError, load_config
+    from autovalidators.training.benchmarks.common import update_manifest_metrics
+    from autovalidators.training.benchmarks.fact_spans_loo import leave_one_out, numeric_rows
+    from autovalidators.training.grounding.combiner import CombinerConfig
+
+    try:
+        config = load_config(recipe, CombinerConfig)
+    except ConfigError as exc:
+        raise _fail(str(exc)) from None
+    encoder = None if cross_encoder == "none" else Path(cross_encoder or model)
+    output = output if output != Path("out/benchmarks/fact_spans.json") else Path("out/benchmarks/fact_spans_loo.json")
+    command = (f"autovalidators benchmark fact-spans --leave-one-out --recipe {recipe} --model {model}"
+               + (f" --cross-encoder {cross_encoder}" if cross_encoder else ""))
+    try:
+        report = leave_one_out(config, cross_encoder=encoder, out_dir=Path("runs/fact_spans_loo")
+                               / ("lexical" if encoder is None else "frozen_cross_encoder"), threads=threads,
+                               label=f"({recipe.name})")
+    except (DataError, FileNotFoundError, ValueError) as exc:
+        raise _fail(str(exc)) from None
+    report["command"] = command
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
+    console.print(f"wrote {output}")
+    if update_manifest:
+        if encoder is None or encoder.resolve() != model.resolve():
+            raise _fail(f"--update-manifest records the leave-one-out rows of {model}'s own recipe: run it without "
+                        "--cross-encoder")
+        update_manifest_metrics(model, {"leave_one_out": {
+            "command": command, "cross_encoder_sha256": report.get("cross_encoder_sha256"),
+            "sets": numeric_rows(report), "ship_rule": report["ship_rule"]}})
 
 
 for _task in TASKS:

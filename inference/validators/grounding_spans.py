@@ -215,12 +215,23 @@ class GroundingFactSpans:
                     model_path: str | Path | None = None, batch_size: int = DEFAULT_BATCH) -> "GroundingFactSpans":
         """The shipped model folder; `model_path` swaps in another cross-encoder graph (fp32)."""
         folder = Path(folder)
-        training = manifest.training
-        if "combiner_file" not in training:
+        if "combiner_file" not in manifest.training:
             raise ValueError(f"{folder}: manifest training.combiner_file is missing; re-export the fact-span model")
         scorer = PairScorer(model_path or folder / manifest.model_file, folder / manifest.tokenizer_file,
                             max_length=manifest.window.max_length, batch_size=batch_size, threads=threads)
-        per_task = {key.split("/", 1)[1]: value for key, value in manifest.thresholds.items()
+        return cls.from_parts(folder, scorer, manifest.thresholds, manifest.training, threads=threads,
+                              fallback_languages=manifest.fallback_languages,
+                              info=ValidatorInfo("fact_spans", "onnx", manifest.version, manifest.model_sha256))
+
+    @classmethod
+    def from_parts(cls, folder: str | Path, scorer: PairScorer | None, thresholds: dict[str, float],
+                   training: dict, *, threads: int | None = None, fallback_languages: Sequence[str] = (),
+                   info: ValidatorInfo | None = None) -> "GroundingFactSpans":
+        """A combiner's files in `folder` with its settings: `thresholds` ("hallucination" and
+        "hallucination/<task>") and `training` (combiner_file, span_mode, phrase_gap, narrower,
+        answer_calibration), as a manifest or a combiner fit (`training.grounding`) holds them."""
+        folder = Path(folder)
+        per_task = {key.split("/", 1)[1]: value for key, value in thresholds.items()
                     if key.startswith(THRESHOLD_KEY + "/")}
         narrower = None
         if training.get("narrower"):
@@ -228,11 +239,10 @@ class GroundingFactSpans:
             narrower = Narrower(folder / spec["file"], cut=spec["cut"], gap=spec["gap"],
                                 task_cuts=spec.get("task_cuts"), threads=threads)
         return cls(scorer, Combiner(folder / training["combiner_file"], threads=threads),
-                   threshold=manifest.thresholds.get(THRESHOLD_KEY, 0.5), task_thresholds=per_task,
+                   threshold=thresholds.get(THRESHOLD_KEY, 0.5), task_thresholds=per_task,
                    span_mode=training.get("span_mode", "phrases"), phrase_gap=training.get("phrase_gap", 1),
                    answer_calibration=AnswerCalibration(**training.get("answer_calibration", {})), narrower=narrower,
-                   fallback_languages=manifest.fallback_languages,
-                   info=ValidatorInfo("fact_spans", "onnx", manifest.version, manifest.model_sha256))
+                   fallback_languages=fallback_languages, info=info)
 
     def signals(self, cases: Sequence[Case]) -> list[tuple[ContextIndex, list[SentenceSignals]]]:
         """Per case its context index and its sentences' features, cross-encoder score filled in."""

@@ -210,6 +210,12 @@ def test_unsupported_phrases_merge_across_a_stopword_gap():
     ("Write about this business.", '[{"name": "Cafe"}]', None, "Data2txt"),
     ("Describe it.", "name: Cafe Blue\ncity: Paris\nrating: 4.5\nopen: yes", None, "Data2txt"),
     ("Summarize it.", "name: Cafe Blue\ncity: Paris", None, "Data2txt"),
+    # RAG passages under headers, and dialogue turns, are prose, not records (RAGTruth's QA contexts).
+    ("typical weather in indiana", "passage 1:When, how much and how often Indianapolis, Indiana has snow, with "
+     "monthly averages.\n\npassage 2:Average Weather in Indianapolis Indiana, United States. The summers are long.",
+     None, "QA"),
+    ("", "A: I love going to the beach on a sunny summer afternoon.\nB: Me too, the sea is so calm and warm then.",
+     None, "Summary"),
     ("When was it built?", CONTEXT, "Summary", "Summary"),
     ("Summarize it.", '{"a": 1}', "QA", "QA"),
     ("When was it built?", CONTEXT, "Translation", "QA"),  # not one of TASKS: ignored

@@ -26,7 +26,7 @@ import json
 import logging
 import random
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Sequence
 
 import numpy as np
 from pydantic import Field
@@ -110,6 +110,12 @@ class Featurised:
         self.features = np.stack(rows) if rows else np.zeros((0, len(FEATURE_NAMES)), dtype=np.float32)
         self.labels = np.asarray(labels, dtype=np.int64)
         self.owners = np.asarray(owners, dtype=np.int64)
+
+    def subset(self, keep: Sequence[bool]) -> "Featurised":
+        """The answers where `keep` is true (features copied: fitting on a subset changes nothing here)."""
+        chosen = [i for i, flag in enumerate(keep) if flag]
+        return Featurised([self.records[i] for i in chosen], [self.signals[i] for i in chosen],
+                          [self.contexts[i] for i in chosen])
 
 
 def featurise(records: list[dict], scorer: Any | None, cache: Path | None = None) -> Featurised:
@@ -218,8 +224,8 @@ def load_scorer(config: CombinerConfig):
 
 
 def train_combiner(config: CombinerConfig, config_source: str = "") -> dict[str, Any]:
-    from sklearn.ensemble import GradientBoostingClassifier
-
+    """Reads `prepare grounding`'s answers, featurises them, fits (`fit_combiner`) into
+    `output_dir` and writes `combiner.json` there."""
     data_dir = Path(config.data_dir)
     train_records = _capped(list(read_jsonl(data_dir / "answers" / "train.jsonl")), config.max_answers_per_source,
                             config.seed)
@@ -228,6 +234,27 @@ def train_combiner(config: CombinerConfig, config_source: str = "") -> dict[str,
     logger.info("featurising %d train and %d dev answers", len(train_records), len(dev_records))
     cache = Path(config.cross_encoder) / SCORE_CACHE if config.cross_encoder else None
     train, dev = featurise(train_records, scorer, cache), featurise(dev_records, scorer, cache)
+    out = Path(config.output_dir)
+    summary = {
+        "config": config.model_dump(), "config_source": config_source, "features": list(FEATURE_NAMES),
+        **fit_combiner(config, train, dev, out),
+        "cross_encoder": None if cross_manifest is None else {
+            "path": config.cross_encoder, "sha256": cross_manifest.model_sha256, "metrics": cross_manifest.metrics},
+        "data": {"dir": str(data_dir), "train_answers": len(train_records), "dev_answers": len(dev_records),
+                 "train_sha256": hashlib.sha256((data_dir / "answers" / "train.jsonl").read_bytes()).hexdigest()},
+    }
+    (out / "combiner.json").write_text(json.dumps(summary, indent=2) + "\n")
+    return summary
+
+
+def fit_combiner(config: CombinerConfig, train: Featurised, dev: Featurised, out: Path) -> dict[str, Any]:
+    """Every learned part from featurised answers: the combiner on `train` sentences, the answer
+    calibration on `train` answers, thresholds, span mode and word cuts on `dev`; writes
+    `combiner.onnx` (and `narrower.onnx` when dev chose word spans) into `out` and returns what
+    the runtime needs (thresholds, span settings, calibration) with the dev metrics.
+    `train.features` is changed in place (ignored features zeroed)."""
+    from sklearn.ensemble import GradientBoostingClassifier
+
     unknown_names = sorted(set(config.ignore_features) - set(FEATURE_NAMES))
     if unknown_names:
         raise ValueError(f"ignore_features: unknown feature(s) {unknown_names}; known: {', '.join(FEATURE_NAMES)}")
@@ -274,7 +301,7 @@ def train_combiner(config: CombinerConfig, config_source: str = "") -> dict[str,
             metrics["threshold"][task] = {"value": cut, "dev_example_f1": f1, "answers": int(mask.sum())}
     per_answer = np.asarray([thresholds.get(f"hallucination/{t}", threshold) for t in tasks])
 
-    out = Path(config.output_dir)
+    out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     span_scores = {f"{mode}/{gap}": char_f1(dev, dev_sentence_scores, per_answer, mode, config.span_mode_sources, gap)
                    for mode, gap in SPAN_MODES}
@@ -312,14 +339,5 @@ def train_combiner(config: CombinerConfig, config_source: str = "") -> dict[str,
     parity = float(np.abs(Combiner(out / COMBINER_FILE).unsupported(dev.features) - dev_unsupported).max())
     if parity > 1e-4:
         raise ValueError(f"combiner.onnx differs from scikit-learn by {parity:.2e} on dev (> 1e-4)")
-    summary = {
-        "config": config.model_dump(), "config_source": config_source, "features": list(FEATURE_NAMES),
-        "threshold": threshold, "thresholds": thresholds, **span, "answer_calibration": dataclasses.asdict(calibration),
-        "onnx_parity_max_abs": parity, "metrics": metrics,
-        "cross_encoder": None if cross_manifest is None else {
-            "path": config.cross_encoder, "sha256": cross_manifest.model_sha256, "metrics": cross_manifest.metrics},
-        "data": {"dir": str(data_dir), "train_answers": len(train_records), "dev_answers": len(dev_records),
-                 "train_sha256": hashlib.sha256((data_dir / "answers" / "train.jsonl").read_bytes()).hexdigest()},
-    }
-    (out / "combiner.json").write_text(json.dumps(summary, indent=2) + "\n")
-    return summary
+    return {"combiner_file": COMBINER_FILE, "threshold": threshold, "thresholds": thresholds, **span, "answer_calibration": dataclasses.asdict(calibration),
+            "onnx_parity_max_abs": parity, "metrics": metrics}
