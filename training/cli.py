@@ -174,7 +174,9 @@ def _register(task: str) -> None:
                                            "without each judged set and score it beside the heuristic"),
         recipe: Path = typer.Option(Path("configs/fact_spans_combiner.yaml"), help="--leave-one-out: the recipe"),
         cross_encoder: Optional[str] = typer.Option(None, help="--leave-one-out: the frozen cross-encoder's "
-                                                    "folder (default: --model's) or 'none' (lexical recipe)"),
+                                                    "folder or 'none' (default: the recipe's, else --model's)"),
+        candidates: Optional[int] = typer.Option(None, help="--leave-one-out --update-manifest: how many candidate "
+                                                 "recipes have been scored on these held-out rows, this one included"),
     ) -> None:
         from autovalidators.training.benchmarks.common import run_benchmark
 
@@ -182,8 +184,7 @@ def _register(task: str) -> None:
         if leave_one_out:
             if task != "fact_spans":
                 raise _fail("--leave-one-out is for fact-spans")
-            _leave_one_out(recipe, model, cross_encoder, output,
-                           threads, update_manifest)
+            _leave_one_out(recipe, model, cross_encoder, output, threads, update_manifest, candidates)
             return
         spec, task_config = _load(task, config)
         extra = {"previous": previous} if previous is not None else {}
@@ -200,7 +201,7 @@ def _register(task: str) -> None:
 
 
 def _leave_one_out(recipe: Path, model: Path, cross_encoder: Optional[str], output: Path, threads: int,
-                   update_manifest: bool) -> None:
+                   update_manifest: bool, candidates: Optional[int]) -> None:
     from autovalidators.data_prep.io import DataError
     from autovalidators.inference.config import ConfigError, load_config
     from autovalidators.training.benchmarks.common import update_manifest_metrics
@@ -211,14 +212,21 @@ def _leave_one_out(recipe: Path, model: Path, cross_encoder: Optional[str], outp
         config = load_config(recipe, CombinerConfig)
     except ConfigError as exc:
         raise _fail(str(exc)) from None
-    encoder = None if cross_encoder == "none" else Path(cross_encoder or model)
+    # The recipe's cross-encoder; where its export folder is not on this machine, the --model folder's,
+    # which `export fact-spans-combiner` copied from it. A recipe without one is lexical.
+    if cross_encoder:
+        encoder = None if cross_encoder == "none" else Path(cross_encoder)
+    elif config.cross_encoder is None:
+        encoder = None
+    else:
+        encoder = Path(config.cross_encoder) if Path(config.cross_encoder).is_dir() else model
     output = output if output != Path("out/benchmarks/fact_spans.json") else Path("out/benchmarks/fact_spans_loo.json")
     command = (f"autovalidators benchmark fact-spans --leave-one-out --recipe {recipe} --model {model}"
                + (f" --cross-encoder {cross_encoder}" if cross_encoder else ""))
     try:
-        report = leave_one_out(config, cross_encoder=encoder, out_dir=Path("runs/fact_spans_loo")
-                               / ("lexical" if encoder is None else "frozen_cross_encoder"), threads=threads,
-                               label=f"({recipe.name})")
+        root = Path("runs/fact_spans_loo")
+        report = leave_one_out(config, cross_encoder=encoder, cache_dir=root, threads=threads, label=f"({recipe.name})",
+                               out_dir=root / f"{recipe.stem}-{'lexical' if encoder is None else 'frozen_cross_encoder'}")
     except (DataError, FileNotFoundError, ValueError) as exc:
         raise _fail(str(exc)) from None
     report["command"] = command
@@ -231,7 +239,8 @@ def _leave_one_out(recipe: Path, model: Path, cross_encoder: Optional[str], outp
                         "--cross-encoder")
         update_manifest_metrics(model, {"leave_one_out": {
             "command": command, "cross_encoder_sha256": report.get("cross_encoder_sha256"),
-            "sets": numeric_rows(report), "ship_rule": report["ship_rule"]}})
+            "sets": numeric_rows(report), "ship_rule": report["ship_rule"],
+            **({"candidates_scored_on_held_out_rows": candidates} if candidates else {})}})
 
 
 for _task in TASKS:

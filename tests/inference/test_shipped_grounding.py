@@ -55,3 +55,29 @@ def test_russian_answers_go_to_the_heuristic(validator):
                 answer="Эйфелева башня построена в 1925 году.")
     output, = validator.predict([case])
     assert output.source == "heuristic" and output.hallucinated
+
+
+PARAPHRASES = [
+    "Finished in 1889 for the World's Fair, the Paris tower stands 330 metres high; Gustave Eiffel's engineering "
+    "company designed it.",
+    "Gustave Eiffel's engineering firm designed the tower, which stands 330 metres high and was finished in 1889 in "
+    "Paris.",
+    pytest.param("Each year roughly 7 million people visit the tower, which was completed in 1889 in Paris.",
+                 marks=pytest.mark.xfail(strict=True, reason="the model flags this reordered, hedged restatement "
+                                                             "(0.63); the heuristic does not: one reason it stays "
+                                                             "the default")),
+]
+
+
+@pytest.mark.parametrize("answer", PARAPHRASES)
+def test_a_faithful_paraphrase_is_not_flagged(validator, answer):
+    output, = validator.predict([Case(id="p", question=QUESTION, context=CONTEXT, answer=answer)])
+    assert not output.hallucinated, _hallucinated_text(output)
+
+
+@pytest.mark.parametrize("answer", [p.values[0] if hasattr(p, "values") else p for p in PARAPHRASES])
+def test_the_shipped_default_passes_faithful_paraphrases(answer):
+    from autovalidators.inference.validators.heuristic import HeuristicFactSpans
+
+    output, = HeuristicFactSpans().predict([Case(id="p", question=QUESTION, context=CONTEXT, answer=answer)])
+    assert output.applies and not output.hallucinated

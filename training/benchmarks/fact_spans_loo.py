@@ -146,10 +146,12 @@ def ship_rule(versus: dict[str, dict[str, dict[str, float]]]) -> dict[str, Any]:
 
 
 def leave_one_out(config: CombinerConfig, *, cross_encoder: str | Path | None, out_dir: Path,
-                  sets: Sequence[str] = SETS, threads: int = 2, label: str = "") -> dict[str, Any]:
-    """Fits the recipe once on every set and once without each of `sets`, scores each left-out set
-    beside the heuristic; returns the report (per set: rows, left-out and all-sets scores, paired
-    bootstraps) and the ship rule's verdict."""
+                  cache_dir: Path | None = None, sets: Sequence[str] = SETS, threads: int = 2,
+                  label: str = "") -> dict[str, Any]:
+    """Fits the recipe once on every set and once without each of `sets` (each fit's files in a
+    folder of `out_dir`), scores each left-out set beside the heuristic; returns the report (per
+    set: rows, left-out and all-sets scores, paired bootstraps) and the ship rule's verdict.
+    `cache_dir` keeps the cross-encoder's scores (default `out_dir`; recipes can share one)."""
     unknown = sorted(set(sets) - set(SETS))
     if unknown:
         raise ValueError(f"unknown set(s) {unknown}; known: {', '.join(SETS)}")
@@ -157,7 +159,7 @@ def leave_one_out(config: CombinerConfig, *, cross_encoder: str | Path | None, o
     for split in ("train", "dev", "test"):
         if not (data_dir / "answers" / f"{split}.jsonl").is_file():
             raise FileNotFoundError(f"{data_dir}/answers/{split}.jsonl: missing; run `autovalidators prepare grounding`")
-    scorer, identity = load_scorer(cross_encoder, out_dir, threads)
+    scorer, identity = load_scorer(cross_encoder, cache_dir or out_dir, threads)
     train_records = _capped(list(read_jsonl(data_dir / "answers" / "train.jsonl")), config.max_answers_per_source,
                             config.seed)
     dev_records = list(read_jsonl(data_dir / "answers" / "dev.jsonl"))
