@@ -31,6 +31,14 @@ class OnnxSession:
         if threads:
             options.intra_op_num_threads = threads
             options.inter_op_num_threads = 1
+        # Spinning: after each parallel section onnxruntime's pool threads busy-wait for more work.
+        # The gate runs three models one after another, each with its own pool, so one model's
+        # spinning threads took the cores from the next one's: through the shipped gate a RAGTruth
+        # case took 231-260 ms p50 with spinning and 158-172 ms without (2 threads, 40 dev cases,
+        # 4 alternating runs). One model alone is faster with it (QA relevance 38 vs 63 ms), so
+        # AUTOVALIDATORS_ORT_SPIN=1 turns it back on for single-model work. Scores do not change.
+        spin = os.environ.get("AUTOVALIDATORS_ORT_SPIN", "0") == "1"
+        options.add_session_config_entry("session.intra_op.allow_spinning", "1" if spin else "0")
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         # Memory: onnxruntime's CPU arena keeps the largest batch's activations reserved for the
         # life of the session, and memory patterns pre-plan one block per input shape. With the
