@@ -32,12 +32,15 @@ class OnnxSession:
             options.intra_op_num_threads = threads
             options.inter_op_num_threads = 1
         # Spinning: after each parallel section onnxruntime's pool threads busy-wait for more work.
-        # The gate runs three models one after another, each with its own pool, so one model's
-        # spinning threads took the cores from the next one's: through the shipped gate a RAGTruth
-        # case took 231-260 ms p50 with spinning and 158-172 ms without (2 threads, 40 dev cases,
-        # 4 alternating runs). One model alone is faster with it (QA relevance 38 vs 63 ms), so
-        # AUTOVALIDATORS_ORT_SPIN=1 turns it back on for single-model work. Scores do not change.
-        spin = os.environ.get("AUTOVALIDATORS_ORT_SPIN", "0") == "1"
+        # That suits batches (each model scores all the batch's rows, one row per call, back to
+        # back: 10.0-10.7 RAGTruth dev cases/s through the shipped gate spinning, 7.9-8.7 not, 2
+        # threads) and hurts one case at a time, where the models alternate and one model's
+        # spinning threads take the cores from the next (158-172 ms p50 per case not spinning,
+        # 231-260 ms spinning). `validate` and `batch` score batches, so spinning stays on;
+        # AUTOVALIDATORS_ORT_SPIN=0 turns it off for callers that send one case per call with
+        # several threads (`serve` runs one thread per call: no pool, nothing spins). Scores do
+        # not change either way.
+        spin = os.environ.get("AUTOVALIDATORS_ORT_SPIN", "1") != "0"
         options.add_session_config_entry("session.intra_op.allow_spinning", "1" if spin else "0")
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         # Memory: onnxruntime's CPU arena keeps the largest batch's activations reserved for the
