@@ -48,6 +48,8 @@ SCHEMAS = {
     "abstention.yaml": "autovalidators.training.abstention.train:AbstentionConfig",
     "grounding.yaml": "autovalidators.training.tasks.grounding:GroundingConfig",
     "fact_spans_combiner.yaml": "autovalidators.training.grounding.combiner:CombinerConfig",
+    **{f"fact_spans_variants/{name}.yaml": "autovalidators.training.grounding.combiner:CombinerConfig"
+       for name in ("sentences", "rag_weighted", "plain_max")},
 }
 
 
