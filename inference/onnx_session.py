@@ -33,13 +33,13 @@ class OnnxSession:
             options.inter_op_num_threads = 1
         # Spinning: after each parallel section onnxruntime's pool threads busy-wait for more work.
         # That suits batches (each model scores all the batch's rows, one row per call, back to
-        # back: 10.0-10.7 RAGTruth dev cases/s through the shipped gate spinning, 7.9-8.7 not, 2
-        # threads) and hurts one case at a time, where the models alternate and one model's
-        # spinning threads take the cores from the next (158-172 ms p50 per case not spinning,
-        # 231-260 ms spinning). `validate` and `batch` score batches, so spinning stays on;
-        # AUTOVALIDATORS_ORT_SPIN=0 turns it off for callers that send one case per call with
-        # several threads (`serve` runs one thread per call: no pool, nothing spins). Scores do
-        # not change either way.
+        # back) and hurts one case at a time, where the models alternate and one model's spinning
+        # threads take the cores from the next. `autovalidators benchmark gate --cases
+        # out/gate_sets/dev_real.jsonl` on 2 threads: spinning 11.0 cases/s batched, 193.8 ms p50
+        # one case per call; not spinning 7.7 cases/s, 110.8 ms. `validate` and `batch` score
+        # batches, so spinning stays on; AUTOVALIDATORS_ORT_SPIN=0 turns it off for callers that
+        # send one case per call with several threads (`serve` runs one thread per call: no pool,
+        # nothing spins). Scores do not change either way.
         spin = os.environ.get("AUTOVALIDATORS_ORT_SPIN", "1") != "0"
         options.add_session_config_entry("session.intra_op.allow_spinning", "1" if spin else "0")
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL

@@ -103,8 +103,8 @@ def test_onnx_session_names_a_missing_input_and_casts_the_rest(tmp_path):
 
 
 def test_onnx_sessions_spin_unless_told_not_to(tmp_path, monkeypatch):
-    """Spinning pool threads suit batches (10 vs 8 RAGTruth cases/s through the gate) and hurt one
-    case at a time with several threads (231-260 vs 158-172 ms p50): on by default, off on request."""
+    """Spinning pool threads suit batches and hurt one case at a time with several threads (see
+    OnnxSession): on by default, off on request."""
     tiny_onnx(tmp_path / "m.onnx")
 
     def spinning() -> str:

@@ -75,9 +75,12 @@ def test_a_faithful_paraphrase_is_not_flagged(validator, answer):
     assert not output.hallucinated, _hallucinated_text(output)
 
 
-@pytest.mark.parametrize("answer", [p.values[0] if hasattr(p, "values") else p for p in PARAPHRASES])
+@pytest.mark.parametrize("answer", [p if isinstance(p, str) else p.values[0] for p in PARAPHRASES])
 def test_the_shipped_default_passes_faithful_paraphrases(answer):
-    from autovalidators.inference.validators.heuristic import HeuristicFactSpans
+    """What the shipped gate config runs as fact_spans (the heuristic, `heuristics.prefer`)."""
+    from autovalidators.inference.gate import Gate
 
-    output, = HeuristicFactSpans().predict([Case(id="p", question=QUESTION, context=CONTEXT, answer=answer)])
+    fact_spans = Gate.from_config_file(validators=["fact_spans"]).validators["fact_spans"]
+    assert fact_spans.info.kind == "heuristic"
+    output, = fact_spans.predict([Case(id="p", question=QUESTION, context=CONTEXT, answer=answer)])
     assert output.applies and not output.hallucinated

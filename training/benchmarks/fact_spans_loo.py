@@ -25,25 +25,23 @@ the interval.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 from pathlib import Path
 from typing import Any, Sequence
 
-import numpy as np
 from rich.console import Console
 
 from autovalidators.data_prep.io import read_jsonl
 from autovalidators.inference.grounding import task_of
 from autovalidators.inference.validators.grounding_spans import GroundingFactSpans
 from autovalidators.inference.validators.heuristic import HeuristicFactSpans
-from autovalidators.inference.validators.pair_scorer import PairScorer
 
 from autovalidators.training.benchmarks.common import machine, print_table
 from autovalidators.training.benchmarks.grounding import load_judged_test, score_judged
 from autovalidators.training.benchmarks.span_scoring import load_heldout, paired_bootstrap, score_group
-from autovalidators.training.grounding.combiner import CombinerConfig, _capped, featurise, fit_combiner
+from autovalidators.training.grounding.combiner import (CombinerConfig, MemoScorer, _capped, featurise,
+                                                        fit_combiner, load_cross_encoder)
 
 logger = logging.getLogger(__name__)
 
@@ -61,53 +59,17 @@ def set_of(record: dict) -> str:
     return record["source"]
 
 
-class MemoScorer:
-    """The frozen cross-encoder with its scores kept by (evidence, sentence) and saved to `path`,
-    so each pair is scored once across folds and runs (the scorer is deterministic per pair)."""
-
-    def __init__(self, scorer: PairScorer, path: Path):
-        self.scorer, self.path = scorer, path
-        self.known: dict[str, float] = json.loads(path.read_text()) if path.is_file() else {}
-        self.added = 0
-
-    @staticmethod
-    def key(evidence: str, sentence: str) -> str:
-        return hashlib.sha1(f"{evidence}\x00{sentence}".encode()).hexdigest()
-
-    def scores(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
-        keys = [self.key(*pair) for pair in pairs]
-        missing = {k: pair for k, pair in zip(keys, pairs) if k not in self.known}
-        if missing:
-            fresh = self.scorer.scores(list(missing.values()))
-            self.known.update({k: float(score) for k, score in zip(missing, fresh)})
-            self.added += len(missing)
-        return np.asarray([self.known[k] for k in keys], dtype=np.float64)
-
-    def save(self) -> None:
-        if self.added:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self.path.write_text(json.dumps(self.known))
-            self.added = 0
-
-
 def load_scorer(source: str | Path | None, cache_dir: Path, threads: int) -> tuple[MemoScorer | None, dict]:
-    """The cross-encoder of a model folder (the shipped fact-span model, or an exported grounding
-    run), or None for the lexical recipe; with what identifies it for the report."""
+    """The frozen cross-encoder of a folder (the shipped fact-span model, or an exported grounding
+    run) with its scores kept in `cache_dir`, or None for the lexical recipe; and its identity."""
     if source is None:
         return None, {"cross_encoder": None}
-    from autovalidators.inference.manifest import load_manifest
-
-    folder = Path(source)
-    manifest = load_manifest(folder)
-    # A grounding export names its labels; the shipped fact-span folder's cross-encoder is positive = 1.
-    positive = manifest.labels.index("supported") if "supported" in manifest.labels else 1
-    scorer = PairScorer(folder / manifest.model_file, folder / manifest.tokenizer_file,
-                        max_length=manifest.window.max_length, positive=positive, threads=threads)
+    scorer, manifest = load_cross_encoder(source, threads)
     cache = cache_dir / f"score_cache-{manifest.model_sha256[:16]}.json"
-    return MemoScorer(scorer, cache), {"cross_encoder": str(folder), "cross_encoder_sha256": manifest.model_sha256}
+    return MemoScorer(scorer, cache), {"cross_encoder": str(source), "cross_encoder_sha256": manifest.model_sha256}
 
 
-def test_sets(data_dir: Path) -> dict[str, tuple[str, list[dict]]]:
+def held_out_sets(data_dir: Path) -> dict[str, tuple[str, list[dict]]]:
     """Each set's never-trained-on rows: name -> (kind, records); kind "span" rows are span records
     (`score_group`), "judged" rows are judged texts (`score_judged`)."""
     heldout, _ = load_heldout(data_dir)
@@ -168,7 +130,7 @@ def leave_one_out(config: CombinerConfig, *, cross_encoder: str | Path | None, o
     if scorer:
         scorer.save()
     train_sets, dev_sets = [set_of(r) for r in train.records], [set_of(r) for r in dev.records]
-    tests = {name: value for name, value in test_sets(data_dir).items() if name in sets}
+    tests = {name: value for name, value in held_out_sets(data_dir).items() if name in sets}
 
     def fitted(left_out: str | None) -> GroundingFactSpans:
         folder = out_dir / (left_out or ALL).replace("/", "_").replace(" ", "_")
@@ -203,27 +165,6 @@ def leave_one_out(config: CombinerConfig, *, cross_encoder: str | Path | None, o
     return report
 
 
-def _interval(result: dict[str, float] | None) -> str:
-    if result is None:
-        return ""
-    return f"{result['difference']:+.3f} [{result['low']:+.3f}, {result['high']:+.3f}]"
-
-
-def table_rows(report: dict[str, Any]) -> list[dict[str, Any]]:
-    rows = []
-    for name, r in report["sets"].items():
-        row = {"left out": name, "n": r["rows"], "halluc.": r["hallucinated"],
-               "heur. ex F1": r["heuristic"]["example"]["f1"], "model ex F1": r["left_out"]["example"]["f1"],
-               "ex F1 Δ [95%]": _interval(r["left_out_vs_heuristic"].get("example_f1")),
-               "all sets ex F1": r["all_sets"]["example"]["f1"]}
-        if "char" in r["heuristic"]:
-            row.update({"heur. char F1": r["heuristic"]["char"]["f1"], "model char F1": r["left_out"]["char"]["f1"],
-                        "char F1 Δ [95%]": _interval(r["left_out_vs_heuristic"].get("char_f1")),
-                        "all sets char F1": r["all_sets"]["char"]["f1"]})
-        rows.append(row)
-    return rows
-
-
 def numeric_rows(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """Per left-out set, numbers only (the manifest and the model card's table)."""
     out = {}
@@ -238,6 +179,21 @@ def numeric_rows(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
                         f"all_sets_{key}": r["all_sets"][metric]["f1"]})
         out[name] = row
     return out
+
+
+def table_rows(report: dict[str, Any]) -> list[dict[str, Any]]:
+    """`numeric_rows` as the printed table's columns (difference and interval in one cell)."""
+    def interval(row: dict[str, Any], key: str) -> str:
+        if f"{key}_difference" not in row:
+            return ""
+        return f"{row[f'{key}_difference']:+.3f} [{row[f'{key}_low']:+.3f}, {row[f'{key}_high']:+.3f}]"
+
+    return [{"left out": name, "n": row["rows"], "halluc.": row["hallucinated"],
+             **{f"{who} {short} F1": row[f"{prefix}_{key}"] for key, short in (("example_f1", "ex"), ("char_f1", "char"))
+                if f"heuristic_{key}" in row
+                for who, prefix in (("heur.", "heuristic"), ("model", "left_out"), ("all sets", "all_sets"))},
+             "ex F1 Δ [95%]": interval(row, "example_f1"), "char F1 Δ [95%]": interval(row, "char_f1")}
+            for name, row in numeric_rows(report).items()]
 
 
 COLUMNS = ["left out", "n", "halluc.", "heur. ex F1", "model ex F1", "ex F1 Δ [95%]", "all sets ex F1",

@@ -118,25 +118,46 @@ class Featurised:
                           [self.contexts[i] for i in chosen])
 
 
-def featurise(records: list[dict], scorer: Any | None, cache: Path | None = None) -> Featurised:
-    """Features of every sentence; cross-encoder scores are reused from `cache` (a JSON file of
-    pair hash -> score kept beside the cross-encoder, so re-fitting the trees is minutes, not an
-    hour of scoring) and new ones added to it."""
+class MemoScorer:
+    """A cross-encoder whose scores are kept by (evidence, sentence) and saved to `path` (JSON of
+    pair hash -> score beside the cross-encoder), so re-fitting the combiner, or fitting it once per
+    left-out set, is minutes, not an hour of scoring; the scorer is deterministic per pair."""
+
+    def __init__(self, scorer: Any, path: Path | None):
+        self.scorer, self.path = scorer, path
+        self.known: dict[str, float] = json.loads(path.read_text()) if path and path.is_file() else {}
+        self.added = 0
+
+    @staticmethod
+    def key(evidence: str, sentence: str) -> str:
+        return hashlib.sha1(f"{evidence}\x00{sentence}".encode()).hexdigest()
+
+    def scores(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
+        keys = [self.key(*pair) for pair in pairs]
+        missing = {k: pair for k, pair in zip(keys, pairs) if k not in self.known}
+        logger.info("cross-encoder: scoring %d of %d pairs (%d cached)", len(missing), len(pairs),
+                    len(pairs) - len(missing))
+        if missing:
+            fresh = self.scorer.scores(list(missing.values()))
+            self.known.update({k: float(score) for k, score in zip(missing, fresh)})
+            self.added += len(missing)
+        return np.asarray([self.known[k] for k in keys], dtype=np.float64)
+
+    def save(self) -> None:
+        if self.added and self.path:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.path.write_text(json.dumps(self.known))
+            self.added = 0
+
+
+def featurise(records: list[dict], scorer: Any | None) -> Featurised:
+    """Features of every sentence, the cross-encoder's score (`scorer`, e.g. a `MemoScorer`) filled in."""
     contexts = [ContextIndex.build(r["context"]) for r in records]
     signals = [sentence_signals(r["text"], index) for r, index in zip(records, contexts)]
     if scorer is not None:
         claims = [s for sentences in signals for s in sentences if not s.is_noise]
-        known = json.loads(cache.read_text()) if cache and cache.is_file() else {}
-        keys = [hashlib.sha1(f"{s.evidence}\x00{s.sentence.text}".encode()).hexdigest() for s in claims]
-        missing = sorted({k: i for i, k in enumerate(keys) if k not in known}.items(), key=lambda kv: kv[1])
-        logger.info("cross-encoder: scoring %d of %d sentences (%d cached)", len(missing), len(claims),
-                    len(claims) - len(missing))
-        scores = scorer.scores([(claims[i].evidence, claims[i].sentence.text) for _, i in missing])
-        known.update({k: float(score) for (k, _), score in zip(missing, scores)})
-        if cache and missing:
-            cache.write_text(json.dumps(known))
-        for signal, key in zip(claims, keys):
-            signal.features[NLI_FEATURE] = known[key]
+        for signal, score in zip(claims, scorer.scores([(c.evidence, c.sentence.text) for c in claims])):
+            signal.features[NLI_FEATURE] = score
     return Featurised(records, signals, contexts)
 
 
@@ -209,17 +230,17 @@ def to_onnx(model: Any, n_features: int) -> bytes:
     return onnx_model.SerializeToString()
 
 
-def load_scorer(config: CombinerConfig):
-    if not config.cross_encoder:
-        return None, None
+def load_cross_encoder(folder: str | Path, threads: int) -> tuple[Any, Any]:
+    """(PairScorer, manifest) of a cross-encoder folder: an exported grounding run (labels name
+    "supported") or a shipped fact-span model, whose cross-encoder's positive class is 1."""
     from autovalidators.inference.manifest import load_manifest
     from autovalidators.inference.validators.pair_scorer import PairScorer
 
-    folder = Path(config.cross_encoder)
+    folder = Path(folder)
     manifest = load_manifest(folder)
+    positive = manifest.labels.index("supported") if "supported" in manifest.labels else 1
     scorer = PairScorer(folder / manifest.model_file, folder / manifest.tokenizer_file,
-                        max_length=manifest.window.max_length, positive=manifest.labels.index("supported"),
-                        threads=config.threads)
+                        max_length=manifest.window.max_length, positive=positive, threads=threads)
     return scorer, manifest
 
 
@@ -230,10 +251,14 @@ def train_combiner(config: CombinerConfig, config_source: str = "") -> dict[str,
     train_records = _capped(list(read_jsonl(data_dir / "answers" / "train.jsonl")), config.max_answers_per_source,
                             config.seed)
     dev_records = list(read_jsonl(data_dir / "answers" / "dev.jsonl"))
-    scorer, cross_manifest = load_scorer(config)
+    scorer, cross_manifest = None, None
+    if config.cross_encoder:
+        pair_scorer, cross_manifest = load_cross_encoder(config.cross_encoder, config.threads)
+        scorer = MemoScorer(pair_scorer, Path(config.cross_encoder) / SCORE_CACHE)
     logger.info("featurising %d train and %d dev answers", len(train_records), len(dev_records))
-    cache = Path(config.cross_encoder) / SCORE_CACHE if config.cross_encoder else None
-    train, dev = featurise(train_records, scorer, cache), featurise(dev_records, scorer, cache)
+    train, dev = featurise(train_records, scorer), featurise(dev_records, scorer)
+    if scorer:
+        scorer.save()
     out = Path(config.output_dir)
     summary = {
         "config": config.model_dump(), "config_source": config_source, "features": list(FEATURE_NAMES),

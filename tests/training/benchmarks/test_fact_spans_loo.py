@@ -13,9 +13,8 @@ pytest.importorskip("sklearn")
 pytest.importorskip("skl2onnx")
 
 from autovalidators.data_prep.io import write_jsonl  # noqa: E402
-from autovalidators.training.benchmarks.fact_spans_loo import (MemoScorer, leave_one_out, set_of,  # noqa: E402
-                                                               ship_rule)
-from autovalidators.training.grounding.combiner import CombinerConfig  # noqa: E402
+from autovalidators.training.benchmarks.fact_spans_loo import leave_one_out, set_of, ship_rule  # noqa: E402
+from autovalidators.training.grounding.combiner import CombinerConfig, MemoScorer  # noqa: E402
 from autovalidators.training.tiny import QA_FACTS  # noqa: E402
 
 FACTS = [answer for _, answer in QA_FACTS]
