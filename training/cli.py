@@ -164,7 +164,8 @@ def _register(task: str) -> None:
         run: Optional[Path] = typer.Option(None, help="training run with onnx/ (fp32) to compare; default: "
                                                       "the manifest's training.run_dir"),
         config: Optional[Path] = typer.Option(None, help=config_help),
-        output: Path = typer.Option(Path("out") / "benchmarks" / f"{task}.json", help="JSON report"),
+        output: Optional[Path] = typer.Option(None, help="JSON report (default: out/benchmarks/<task>.json, "
+                                                          "<task>_loo.json with --leave-one-out)"),
         threads: int = typer.Option(2, help="onnxruntime/torch threads for the latency runs"),
         torch_latency: bool = typer.Option(True, help="also time torch eager when torch is installed"),
         update_manifest: bool = typer.Option(False, help="write the measured metrics into the manifest"),
@@ -184,8 +185,10 @@ def _register(task: str) -> None:
         if leave_one_out:
             if task != "fact_spans":
                 raise _fail("--leave-one-out is for fact-spans")
-            _leave_one_out(recipe, model, cross_encoder, output, threads, update_manifest, candidates)
+            _leave_one_out(recipe, model, cross_encoder, output or Path("out/benchmarks/fact_spans_loo.json"), threads,
+                           update_manifest, candidates)
             return
+        output = output or Path("out") / "benchmarks" / f"{task}.json"
         spec, task_config = _load(task, config)
         extra = {"previous": previous} if previous is not None else {}
         try:
@@ -220,7 +223,6 @@ def _leave_one_out(recipe: Path, model: Path, cross_encoder: Optional[str], outp
         encoder = None
     else:
         encoder = Path(config.cross_encoder) if Path(config.cross_encoder).is_dir() else model
-    output = output if output != Path("out/benchmarks/fact_spans.json") else Path("out/benchmarks/fact_spans_loo.json")
     command = (f"autovalidators benchmark fact-spans --leave-one-out --recipe {recipe} --model {model}"
                + (f" --cross-encoder {cross_encoder}" if cross_encoder else ""))
     try:
