@@ -135,8 +135,8 @@ class MemoScorer:
     def scores(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
         keys = [self.key(*pair) for pair in pairs]
         missing = {k: pair for k, pair in zip(keys, pairs) if k not in self.known}
-        logger.info("cross-encoder: scoring %d of %d pairs (%d cached)", len(missing), len(pairs),
-                    len(pairs) - len(missing))
+        logger.debug("cross-encoder: scoring %d of %d pairs (%d cached)", len(missing), len(pairs),
+                     len(pairs) - len(missing))
         if missing:
             fresh = self.scorer.scores(list(missing.values()))
             self.known.update({k: float(score) for k, score in zip(missing, fresh)})
@@ -156,6 +156,7 @@ def featurise(records: list[dict], scorer: Any | None) -> Featurised:
     signals = [sentence_signals(r["text"], index) for r, index in zip(records, contexts)]
     if scorer is not None:
         claims = [s for sentences in signals for s in sentences if not s.is_noise]
+        logger.info("cross-encoder: %d claim sentences of %d answers", len(claims), len(records))
         for signal, score in zip(claims, scorer.scores([(c.evidence, c.sentence.text) for c in claims])):
             signal.features[NLI_FEATURE] = score
     return Featurised(records, signals, contexts)
