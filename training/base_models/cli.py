@@ -1,4 +1,4 @@
-"""`autovalidators base-model build|check|swap-vocabulary`: the multilingual base encoder (training/base_models/e5.py)."""
+"""`autovalidators base-model build|check|swap-vocabulary|from-onnx`: base encoders (e5.py, from_onnx.py)."""
 
 from __future__ import annotations
 
@@ -118,3 +118,29 @@ def swap_vocabulary_command(
     console.print(f"wrote {out / 'best'}: {summary['old_pieces']} -> {summary['new_pieces']} pieces "
                   f"(+{summary['added_pieces']}); the old rows equal the base's (max |diff| "
                   f"{summary['max_row_difference']:.1e})")
+
+
+# A few texts of each kind the shipped validators read, for the parity line `from-onnx` prints.
+PARITY_TEXTS = ["The Earth is an oblate spheroid that orbits the Sun.", "You are an idiot and nobody wants you here.",
+                "Thank you for your question about the refund policy.", "Столица России — Москва.",
+                "Заткнись, урод, тебя никто не спрашивал."]
+
+
+@base_model_app.command("from-onnx",
+                        help="Read a shipped validator's int8 graph back into torch weights, to fine-tune it again.")
+def from_onnx_command(
+    model_dir: Path = typer.Argument(..., help="a shipped validator folder (manifest.json, model.onnx, tokenizer.json)"),
+    to: Path = typer.Option(..., help="the base folder to write (train.base_model: <this folder>)"),
+) -> None:
+    from autovalidators.inference.manifest import ManifestError
+    from autovalidators.training.base_models.from_onnx import FromOnnxError, recover
+
+    logging.getLogger("autovalidators").setLevel(logging.INFO)
+    try:
+        record = recover(model_dir, to, parity_texts=PARITY_TEXTS)
+    except (FileNotFoundError, ManifestError, FromOnnxError) as exc:
+        raise _fail(str(exc)) from None
+    gap = record["from_onnx"]["parity"]
+    console.print(f"wrote {to}: {model_dir} {record['from_onnx']['version']} as torch weights; logits vs the int8 "
+                  f"graph on {gap['texts']} texts: max |diff| {gap['max_abs_logit_gap']:.3f} (int8 rounding of the "
+                  f"graph's activations; the weights are its int8 values times their scales)")
