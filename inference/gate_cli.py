@@ -174,6 +174,9 @@ def calibrate_command(
                                   "the data allow"),
     leave_one_out: bool = typer.Option(False, "--leave-one-out", help="also fit without each dataset "
                                        "(meta.dataset) and report its rates: what an unseen source will see"),
+    balance: bool = typer.Option(True, "--balance/--no-balance", help="average friction and miss over the "
+                                 "datasets (meta.dataset) in each task, each weighing the same, instead of "
+                                 "pooling their answers"),
     validators: Optional[str] = typer.Option(None, help="comma-separated validator names"),
     models_dir: Optional[Path] = typer.Option(None, help="folder with trained validators"),
 ) -> None:
@@ -186,7 +189,7 @@ def calibrate_command(
     gate = _build_gate(config, validators, models_dir)
     try:
         fitted = calibrate(gate, items, max_miss=max_miss, source=labelled, per_task=per_task,
-                           leave_one_out=leave_one_out)
+                           leave_one_out=leave_one_out, balance=balance)
     except TooFewLabels as exc:
         raise _fail(str(exc)) from None
     overall = fitted["overall"]
@@ -211,12 +214,16 @@ def calibrate_command(
         curve.add_row(f"{points[0]['minimum']:.2f}", *[f"{_pct(p['friction'])} / {_pct(p['miss'])}" for p in points])
     console.print(curve)
     combined = fitted["combined"]
-    if combined["miss"] > max_miss:
-        console.print(f"[yellow]warning:[/yellow] no minimums on the grid keep the miss rate at {max_miss:.2f}; "
-                      "the written config has the lowest miss found")
+    fits = [overall, *(entry["fit"] for entry in fitted["tasks"].values())]
+    if any(fit.miss > max_miss + 1e-12 for fit in fits):
+        console.print(f"[yellow]warning:[/yellow] no minimums on the grid keep the miss rate at {max_miss:.2f} in "
+                      "every scope; the written config has the lowest miss found")
     console.print(f"every case under its task's minimums: friction {_pct(combined['friction'])}, "
                   f"miss {_pct(combined['miss'])} ({combined['good']} good, {combined['bad']} bad; "
                   f"validators ran once, {fitted['scoring_s']:.0f} s)")
+    per_source = combined["balanced_over_datasets"]
+    console.print(f"averaged over the datasets, each weighing the same: friction {_pct(per_source['friction'])}, "
+                  f"miss {_pct(per_source['miss'])}" + ("" if balance else " (not what was fitted: --no-balance)"))
     if fitted["leave_one_out"]:
         table = Table(title="each dataset left out: its rates under minimums fitted with it / without it")
         for column in ("dataset", "good", "bad", "friction with / without", "miss with / without"):
@@ -236,7 +243,9 @@ def calibrate_command(
         "data": str(labelled), "data_sha256": file_sha256(labelled),
         "cases": {"good": combined["good"], "bad": combined["bad"], "skipped_lines": len(errors)},
         "max_miss": max_miss,
-        "fitted_on_data": {"friction": round(combined["friction"], 4), "miss": round(combined["miss"], 4)},
+        "balance": fitted["balance"],  # rates averaged over meta.dataset in each task (None: pooled)
+        "fitted_on_data": {"friction": round(combined["friction"], 4), "miss": round(combined["miss"], 4),
+                           "averaged_over_datasets": {k: round(v, 4) for k, v in per_source.items() if v is not None}},
         **({"leave_one_dataset_out": held_out} if held_out else {}),
         "validators": {name: info["sha256"] or info["kind"] for name, info in gate.models.items()},
         "date": datetime.now(timezone.utc).strftime("%Y-%m-%d"),

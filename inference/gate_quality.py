@@ -93,6 +93,17 @@ def rates(good: np.ndarray, accepted: np.ndarray) -> tuple[float | None, float |
     return friction, miss
 
 
+def balanced_rates(good: np.ndarray, accepted: np.ndarray, groups: np.ndarray) -> tuple[float | None, float | None]:
+    """(friction, miss) averaged over `groups` (a source per case), each group weighing the same:
+    a source with many easy bad answers cannot pay for another's hard ones. One group = `rates`."""
+    frictions, misses = [], []
+    for group in np.unique(groups):
+        friction, miss = rates(good[groups == group], accepted[groups == group])
+        frictions += [friction] if friction is not None else []
+        misses += [miss] if miss is not None else []
+    return (float(np.mean(frictions)) if frictions else None, float(np.mean(misses)) if misses else None)
+
+
 def _interval(values: np.ndarray, seed: int) -> list[float] | None:
     """95% percentile bootstrap interval of a mean (of 0/1 values, or of paired differences)."""
     if len(values) < 2:

@@ -13,10 +13,11 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from autovalidators.inference.calibrate import labels_needed, render_config, shortfall
+from autovalidators.inference.calibrate import (GRID, TUNED_CHECKS, _Acceptance, fit_minimums, labels_needed,
+                                                render_config, shortfall)
 from autovalidators.inference.cli import app, _register_commands
 from autovalidators.inference.config import CONFIG_DIR, GateConfig, TaskPolicy, load_gate_config
-from autovalidators.inference.gate_quality import paired_change, rates, read_labelled
+from autovalidators.inference.gate_quality import balanced_rates, paired_change, rates, read_labelled
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "gate_labelled" / "cases.jsonl"
 _register_commands()
@@ -29,6 +30,46 @@ def test_friction_and_miss_count_the_right_answers():
     friction, miss = rates(good, accepted)
     assert friction == pytest.approx(1 / 4)  # one of four good answers stopped
     assert miss == pytest.approx(1 / 2)  # one of two bad answers served
+
+
+def test_balanced_rates_weigh_each_source_the_same():
+    good = np.array([True] * 4 + [False] * 8 + [True] * 4 + [False] * 2)
+    accepted = np.array([True] * 4 + [False] * 8 + [False, True, True, True] + [True, True])
+    source = np.array(["many"] * 12 + ["few"] * 6)
+    assert rates(good, accepted)[1] == pytest.approx(2 / 10)  # pooled: the 8 caught pay for the 2 served
+    friction, miss = balanced_rates(good, accepted, source)
+    assert miss == pytest.approx((0 / 8 + 2 / 2) / 2)
+    assert friction == pytest.approx((0 / 4 + 1 / 4) / 2)
+    assert balanced_rates(good, accepted, np.array(["one"] * 18)) == rates(good, accepted)
+
+
+def _two_sources():
+    """Source A: 40 off-topic bad answers that relevance catches at any minimum above 0.1, 40 good.
+    Source B: 10 hallucinated answers that only grounding >= 0.8 stops, which also stops 10 of its 40
+    good answers. Pooled over 50 bad answers, serving B's 10 costs a 20% miss rate."""
+    rows = []  # (good, source, grounding, relevance)
+    rows += [(True, "A", 1.0, 0.9)] * 40 + [(False, "A", 1.0, 0.05)] * 40
+    rows += [(True, "B", 0.9, 0.9)] * 30 + [(True, "B", 0.6, 0.9)] * 10 + [(False, "B", 0.7, 0.9)] * 10
+    good = np.array([r[0] for r in rows])
+    scores = np.full((len(rows), len(TUNED_CHECKS)), np.nan)
+    scores[:, TUNED_CHECKS.index("grounding")] = [r[2] for r in rows]
+    scores[:, TUNED_CHECKS.index("relevance")] = [r[3] for r in rows]
+    return _Acceptance(np.ones(len(rows), dtype=bool), scores), good, np.array([r[1] for r in rows])
+
+
+def test_a_balanced_fit_does_not_let_one_source_pay_for_anothers_misses():
+    acceptance, good, source = _two_sources()
+    everything = np.ones(len(good), dtype=bool)
+    start = {name: 0.0 for name in TUNED_CHECKS}
+    pooled = fit_minimums(acceptance, good, everything, max_miss=0.2, prefer_near=start)
+    balanced = fit_minimums(acceptance, good, everything, max_miss=0.2, prefer_near=start, sources=source)
+    served_b = lambda fit: acceptance.accepted([GRID.index(fit.minimums[n]) for n in TUNED_CHECKS])[source == "B"]
+    hallucinated_b = ~good[source == "B"]
+    # Pooled, every hallucinated B answer is served (10 of 50 bad = 20%, within the limit) ...
+    assert served_b(pooled)[hallucinated_b].all() and pooled.miss == pytest.approx(0.2)
+    # ... balanced, B's misses count as half the rate: grounding must stop them, at B's friction.
+    assert not served_b(balanced)[hallucinated_b].any()
+    assert balanced.minimums["grounding"] > 0.7 and balanced.friction == pytest.approx((0 + 10 / 40) / 2)
 
 
 def test_the_paired_change_counts_each_case_against_itself():
@@ -95,7 +136,8 @@ def test_calibrate_then_benchmark_gate_on_real_labelled_answers(tmp_path):
     fitted = load_gate_config(out)
     provenance = fitted.provenance
     assert provenance["data_sha256"] and provenance["cases"] == {"good": 38, "bad": 38, "skipped_lines": 0}
-    assert provenance["fitted_on_data"]["miss"] <= 0.15
+    assert provenance["balance"] == "dataset"  # each dataset held to the limit on average, not pooled
+    assert provenance["fitted_on_data"]["averaged_over_datasets"]["miss"] <= 0.15
     assert set(provenance["leave_one_dataset_out"]) == {"ragtruth"}
     # The shipped config on the same answers, and the fitted one: `benchmark gate` reproduces the
     # fitted rates exactly, and the fit stops no more good answers than the shipped minimums at no
