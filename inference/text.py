@@ -25,6 +25,11 @@ _ACCENTS = "\u0300-\u036f"
 _LETTERS = rf"(?:[^\W\d_][{_ACCENTS}]*)+"
 _TOKEN = re.compile(WRITTEN_NUMBER.pattern + rf"|{_LETTERS}(?:['’-]{_LETTERS})*|\d+", re.UNICODE)
 _ACCENT = re.compile(f"[{_ACCENTS}]")
+# A clock time is one number, read on a 24-hour clock: "17:0" (a structured context's hours),
+# "5:00 PM", "5 p.m." and "17:00" are all 17:00. Read as digits they were "5" and "00", which the
+# context's "17" and "0" never met, so every correctly restated opening hour looked invented.
+_HALF_DAY = r"\s?([ap])(?:\.\s?m\.|m\b)"  # "pm", "p.m." (a bare "pm." is "pm" and a full stop)
+_CLOCK = re.compile(rf"\b(\d{{1,2}}):(\d{{1,2}})\b(?:{_HALF_DAY})?|\b(\d{{1,2}}){_HALF_DAY}", re.IGNORECASE)
 # Inside a word: a lower-case letter followed by an upper-case one that starts a lower-case run.
 _CAMEL_CUT = re.compile(r"(?<=[a-z])(?=[A-Z][a-z])")
 _CYRILLIC = re.compile(r"[\u0400-\u04FF]")
@@ -97,10 +102,14 @@ def language_of(text: str) -> str:
 
 
 def normalize_number(text: str) -> str:
-    """'1,000' and '1000' are the same number; '3,5' (ru decimal) and '3.5' too."""
+    """'1,000' and '1000' are the same number; '3,5' (ru decimal) and '3.5' too; '4.0' (a structured
+    context's star rating) and '4', '4.50' and '4.5' too."""
     if re.fullmatch(r"\d{1,3}(,\d{3})+", text):
         return text.replace(",", "")
-    return text.replace(",", ".")
+    value = text.replace(",", ".")
+    if re.fullmatch(r"\d+\.\d+", value):
+        value = value.rstrip("0").rstrip(".")
+    return value
 
 
 def _word_parts(match: re.Match) -> Iterator[tuple[str, int, int]]:
@@ -112,10 +121,32 @@ def _word_parts(match: re.Match) -> Iterator[tuple[str, int, int]]:
         yield surface[left:right], start + left, start + right
 
 
+def clock_time(match: re.Match) -> str | None:
+    """'HH:MM' on a 24-hour clock for a `_CLOCK` match, None when it is no time of day ("25:61")."""
+    hour, minute, half = (match.group(1), match.group(2), match.group(3)) if match.group(1) else (
+        match.group(4), "0", match.group(5))
+    hour, minute = int(hour), int(minute)
+    if half:
+        if not 1 <= hour <= 12:
+            return None
+        hour = hour % 12 + (12 if half.lower() == "p" else 0)
+    return f"{hour:02d}:{minute:02d}" if hour <= 24 and minute <= 59 else None
+
+
 def tokenize(text: str) -> list[Token]:
     """Word and number tokens with character offsets, stems and flags."""
     tokens = []
+    clocks = {m.start(): (m.end(), value) for m in _CLOCK.finditer(text) if (value := clock_time(m))}
+    inside_clock_until = -1
     for match in _TOKEN.finditer(text):
+        if match.start() < inside_clock_until:
+            continue
+        if match.start() in clocks:
+            inside_clock_until, value = clocks[match.start()]
+            tokens.append(Token(text=text[match.start():inside_clock_until].lower(), stem=value,
+                                start=match.start(), end=inside_clock_until, is_number=True, is_stopword=False,
+                                is_capitalized=False))
+            continue
         for surface, start, end in _word_parts(match):
             lower = _ACCENT.sub("", surface.lower()).replace("ё", "е")
             is_number = surface[0].isdigit()

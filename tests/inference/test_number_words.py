@@ -80,3 +80,31 @@ def test_adversarial_runs_are_left_as_words_instead_of_building_huge_integers():
     assert len(words) == 3001 and not any(t.is_number and t.text.startswith("hundred") for t in words)
     huge = "1" * 6000
     assert [(t.stem, t.is_number) for t in tokenize(huge + " million")] == [(huge, True), ("million", False)]
+
+
+HOURS = "{'hours': {'Monday': '17:30-23:0', 'Sunday': '9:0-14:0'}, 'stars': 4.0}"
+
+
+@pytest.mark.parametrize("answer", [
+    "On Sundays it is open from 9:00 am until 2:00 pm.", "On Sundays it is open from 9 a.m. to 2 p.m.",
+    "On Mondays it opens at 5:30 PM and closes at 11 pm.", "On Mondays it is open from 17:30 to 23:00.",
+    "It has a rating of 4 stars.",
+])
+def test_clock_times_and_ratings_restated_another_way_are_supported(answer):
+    sentence, = sentence_support(answer, HOURS)
+    assert sentence.unsupported_numbers == ()
+
+
+@pytest.mark.parametrize("answer, invented", [
+    ("On Sundays it is open from 10:00 am until 2:00 pm.", "10:00 am"),
+    ("On Mondays it opens at 5 pm.", "5 pm"),  # 17:00, the context says 17:30
+    ("It has a rating of 4.5 stars.", "4.5"),
+])
+def test_a_wrong_clock_time_or_rating_is_still_an_unsupported_number(answer, invented):
+    sentence, = sentence_support(answer, HOURS)
+    assert sentence.unsupported_numbers == (invented,) and sentence.support <= 0.3
+
+
+def test_a_clock_time_is_one_token_covering_its_characters():
+    text = "Open 9:00 am to 5 p.m. daily"
+    assert numbers(text) == [("9:00 am", "09:00", "9:00 am"), ("5 p.m.", "17:00", "5 p.m.")]
