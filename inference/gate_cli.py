@@ -174,7 +174,7 @@ def calibrate_command(
                                   "the data allow"),
     leave_one_out: bool = typer.Option(False, "--leave-one-out", help="also fit without each dataset "
                                        "(meta.dataset) and report its rates: what an unseen source will see"),
-    balance: bool = typer.Option(True, "--balance/--no-balance", help="average friction and miss over the "
+    balance: bool = typer.Option(False, "--balance/--no-balance", help="average friction and miss over the "
                                  "datasets (meta.dataset) in each task, each weighing the same, instead of "
                                  "pooling their answers"),
     validators: Optional[str] = typer.Option(None, help="comma-separated validator names"),
@@ -223,7 +223,7 @@ def calibrate_command(
                   f"validators ran once, {fitted['scoring_s']:.0f} s)")
     per_source = combined["balanced_over_datasets"]
     console.print(f"averaged over the datasets, each weighing the same: friction {_pct(per_source['friction'])}, "
-                  f"miss {_pct(per_source['miss'])}" + ("" if balance else " (not what was fitted: --no-balance)"))
+                  f"miss {_pct(per_source['miss'])}" + ("" if balance else " (pooled rates were fitted; --balance fits these)"))
     if fitted["leave_one_out"]:
         table = Table(title="each dataset left out: its rates under minimums fitted with it / without it")
         for column in ("dataset", "good", "bad", "friction with / without", "miss with / without"):
