@@ -16,6 +16,8 @@ SCHEMAS = {
     "fact_spans.yaml": "autovalidators.data_prep.fact_spans.config:FactSpansPrepConfig",
     "fact_spans_model.yaml": "autovalidators.training.tasks.fact_spans:FactSpansModelConfig",
     "tone_head.yaml": "autovalidators.training.tone_head:ToneHeadConfig",
+    "tone_head_neutral.yaml": "autovalidators.training.tone_head:ToneHeadConfig",
+    "tone_model_e5_12l_neutral.yaml": "autovalidators.training.tasks.tone:ToneModelConfig",
     "fact_spans_model_stage2.yaml": "autovalidators.training.tasks.fact_spans:FactSpansModelConfig",
     "regression.yaml": "autovalidators.inference.regression:RegressionConfig",
     "prompts/judge_v1.yaml": "autovalidators.inference.judge:JudgePrompt",

@@ -39,7 +39,7 @@ import yaml
 from pydantic import Field
 
 from autovalidators.data_prep.io import DataError, read_jsonl
-from autovalidators.data_prep.tone.statements import statement_records
+from autovalidators.data_prep.tone.statements import SOURCE as STATEMENT_SOURCE, statement_records
 from autovalidators.inference.config import StrictModel
 from autovalidators.inference.manifest import load_manifest, sha256_of, write_manifest
 from autovalidators.inference.onnx_session import OnnxSession
@@ -66,6 +66,10 @@ class HeadThresholds(StrictModel):
     rule_by_label: dict[str, str] = {}
     target_precision: float = Field(0.9, gt=0, le=1)
     max_neutral_flags: float = Field(0.005, ge=0, lt=1, description="per language, share of dev neutral texts")
+    # The neutral identity statements (the same groups and subjects as the hateful ones, stated
+    # neutrally) bounded the same way, per language: best F1 on a rare label (identity_hate near
+    # 0.2) otherwise lets "Hitler became chancellor in 1933." through only by luck.
+    bound_neutral_statements: bool = False
     blocking_labels: list[str] = ["toxicity", "obscenity", "insult", "threat", "identity_hate"]
 
 
@@ -175,7 +179,8 @@ def sigmoid(logits: np.ndarray) -> np.ndarray:
 def neutral_bound(thresholds: dict[str, float], scores: np.ndarray, records: Sequence[dict],
                   config: ToneHeadConfig) -> dict[str, float]:
     """Thresholds raised, as little as it takes, until at most `max_neutral_flags` of each
-    language's neutral texts reach any blocking label.
+    language's neutral texts (and, with `bound_neutral_statements`, of its neutral identity
+    statements) reach any blocking label.
 
     Greedy: while a language flags too many, the blocking label that flags the most of its neutral
     texts moves just above the lowest of them; each step unflags at least one text, so it ends.
@@ -184,8 +189,14 @@ def neutral_bound(thresholds: dict[str, float], scores: np.ndarray, records: Seq
     raised = dict(thresholds)
     blocking = [label for label in config.thresholds.blocking_labels if label in TONE_LABELS]
     columns = [TONE_LABELS.index(label) for label in blocking]
-    for language in sorted({r["language"] for r in records if r["source"] in neutral}):
-        rows = [i for i, r in enumerate(records) if r["source"] in neutral and r["language"] == language]
+    groups: dict[str, list[int]] = defaultdict(list)
+    for i, r in enumerate(records):
+        if r["source"] in neutral:
+            groups[r["language"]].append(i)
+        elif (config.thresholds.bound_neutral_statements and r["source"] == STATEMENT_SOURCE
+              and str(r.get("row", "")).startswith("neutral:")):
+            groups[f"statements/{r['language']}"].append(i)
+    for _, rows in sorted(groups.items()):
         block = scores[np.ix_(rows, columns)]
         allowed = int(np.floor(config.thresholds.max_neutral_flags * len(rows)))
         while True:

@@ -96,6 +96,25 @@ def test_neutral_bound_raises_only_the_thresholds_neutral_text_would_cross():
     assert raised["insult"] == 0.2 and raised["politics"] == 0.2  # not crossed / not blocking: as chosen on dev
 
 
+@pytest.mark.parametrize("bound", [False, True])
+def test_neutral_statements_bound_the_thresholds_only_when_asked(bound):
+    config = ToneHeadConfig.model_validate({
+        "prepare": {}, "neutral_sources": ["wiki"],
+        "thresholds": {"max_neutral_flags": 0.05, "blocking_labels": ["identity_hate"],
+                       "bound_neutral_statements": bound}})
+    statement = {"source": "identity_statements", "language": "en"}
+    records = ([{"source": "wiki", "language": "en"}] * 20 + [dict(statement, row=f"neutral:{i}") for i in range(20)]
+               + [dict(statement, row=f"hateful:{i}") for i in range(20)])
+    scores = np.zeros((60, 6))
+    scores[20:40, 4] = np.linspace(0.05, 0.5, 20)  # neutral statements about groups reaching 0.5 identity hate
+    scores[40:, 4] = 0.9  # hateful statements: never bound anything
+    raised = neutral_bound({"identity_hate": 0.2}, scores, records, config)
+    neutral_flagged = int((scores[20:40, 4] >= raised["identity_hate"]).sum())
+    unbounded = int((scores[20:40, 4] >= 0.2).sum())
+    assert unbounded == 13 and neutral_flagged == (1 if bound else unbounded)  # bounded: 5% of 20 may stay
+    assert (scores[40:, 4] >= raised["identity_hate"]).all()
+
+
 def test_refitting_a_refitted_model_replaces_its_head_and_keeps_its_features(headless, tmp_path):
     rng = np.random.default_rng(2)
     first, second = tmp_path / "first.onnx", tmp_path / "second.onnx"

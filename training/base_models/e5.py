@@ -251,4 +251,5 @@ def read_provenance(model_path: str | Path) -> dict[str, Any] | None:
         return None
     record = json.loads(path.read_text())
     return {k: record.get(k) for k in ("model", "source", "layers", "vocabulary")} | {
-        "corpus": {k: v for k, v in record.get("corpus", {}).items() if k != "sources"}}
+        "corpus": {k: v for k, v in record.get("corpus", {}).items() if k != "sources"}} | (
+        {"from_onnx": record["from_onnx"]} if "from_onnx" in record else {})  # base-model from-onnx
