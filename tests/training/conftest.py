@@ -61,3 +61,16 @@ def tiny_run(tiny_encoder, tiny_data, tmp_path_factory):
     config = make_task_config(tiny_encoder, tiny_data, run_dir)
     train(get_task("qa_relevance"), config.train)
     return config, run_dir
+
+
+@pytest.fixture(scope="session")
+def tiny_exported(tiny_run, tmp_path_factory):
+    """The tiny run exported as a shipped qa_relevance folder, fused where onnxruntime fuses it:
+    (task config, run dir, shipped folder, manifest)."""
+    from autovalidators.training.export import export
+    from autovalidators.training.tasks import get_task
+
+    config, run_dir = tiny_run
+    to = tmp_path_factory.mktemp("models") / "qa_relevance"
+    fused = config.model_copy(update={"export": config.export.model_copy(update={"optimize": True})})
+    return config, run_dir, to, export(get_task("qa_relevance"), run_dir, to, fused)

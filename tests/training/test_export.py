@@ -16,17 +16,8 @@ from autovalidators.training.tasks.qa_relevance import QARelevanceSpec
 SPEC = get_task("qa_relevance")
 
 
-@pytest.fixture(scope="module")
-def exported(tiny_run, tmp_path_factory):
-    config, run_dir = tiny_run
-    to = tmp_path_factory.mktemp("models") / "qa_relevance"
-    fused = config.model_copy(update={"export": config.export.model_copy(update={"optimize": True})})
-    manifest = export(SPEC, run_dir, to, fused)
-    return config, run_dir, to, manifest
-
-
-def test_shipped_folder_holds_only_the_three_files_and_verifies(exported):
-    _, run_dir, to, manifest = exported
+def test_shipped_folder_holds_only_the_three_files_and_verifies(tiny_exported):
+    _, run_dir, to, manifest = tiny_exported
     assert sorted(p.name for p in to.iterdir()) == ["manifest.json", "model.onnx", "tokenizer.json"]
     loaded = load_manifest(to)  # verifies every sha256
     assert loaded.task == "qa_relevance" and loaded.labels == ["irrelevant", "relevant"]
@@ -39,8 +30,8 @@ def test_shipped_folder_holds_only_the_three_files_and_verifies(exported):
     assert (run_dir / "onnx" / "model_fp32.onnx").is_file()
 
 
-def test_fp32_parity_with_torch_and_int8_in_report(exported):
-    _, run_dir, _, _ = exported
+def test_fp32_parity_with_torch_and_int8_in_report(tiny_exported):
+    _, run_dir, _, _ = tiny_exported
     report = json.loads((run_dir / "onnx" / "export_report.json").read_text())
     assert report["parity_fp32"]["passed"] and report["parity_fp32"]["max_abs_diff"] < 1e-4
     assert {"dev_fp32", "dev_int8", "int8_drop"} <= set(report)
@@ -49,13 +40,13 @@ def test_fp32_parity_with_torch_and_int8_in_report(exported):
         assert report["parity_fused"]["passed"]
 
 
-def test_onnx_logits_match_torch_on_a_padded_batch(exported):
+def test_onnx_logits_match_torch_on_a_padded_batch(tiny_exported):
     import torch
     from tokenizers import Tokenizer
 
     from autovalidators.inference.onnx_session import OnnxSession
 
-    _, run_dir, _, _ = exported
+    _, run_dir, _, _ = tiny_exported
     tokenizer = Tokenizer.from_file(str(run_dir / "best" / "tokenizer.json"))
     features = [SPEC.encode(tokenizer, {"question": q, "answer": a}, 32)
                 for q, a in [("who wrote hamlet", "shakespeare"), ("what is water made of", "water is made of "
@@ -68,10 +59,10 @@ def test_onnx_logits_match_torch_on_a_padded_batch(exported):
     np.testing.assert_allclose(onnx, reference, atol=1e-4, rtol=1e-4)
 
 
-def test_tampered_model_is_refused(exported, tmp_path):
+def test_tampered_model_is_refused(tiny_exported, tmp_path):
     import shutil
 
-    _, _, to, _ = exported
+    _, _, to, _ = tiny_exported
     copy = tmp_path / "copy"
     shutil.copytree(to, copy)
     with open(copy / "model.onnx", "ab") as handle:
@@ -107,8 +98,8 @@ def test_export_refuses_a_folder_with_foreign_files(tiny_run, tmp_path):
         export(SPEC, run_dir, target, config)
 
 
-def test_four_bit_vocabulary_table_is_the_only_4bit_tensor_and_runs(tiny_run, exported, tmp_path):
-    # `exported` first: this export rewrites the run's onnx/ folder, which the tests above read.
+def test_four_bit_vocabulary_table_is_the_only_4bit_tensor_and_runs(tiny_run, tiny_exported, tmp_path):
+    # `tiny_exported` first: this export rewrites the run's onnx/ folder, which the tests above read.
     import onnx
 
     config, run_dir = tiny_run

@@ -8,19 +8,15 @@ import numpy as np
 import pytest
 
 from autovalidators.training.base_models.from_onnx import FromOnnxError, read_state, recover
-from autovalidators.training.export import export
 from autovalidators.training.tasks import get_task
 
 SPEC = get_task("qa_relevance")
 
 
 @pytest.fixture(scope="module")
-def shipped(tiny_run, tmp_path_factory):
-    """The tiny run exported as a shipped folder: int8, fused where onnxruntime fuses it."""
-    config, run_dir = tiny_run
-    to = tmp_path_factory.mktemp("models") / "qa_relevance"
-    fused = config.model_copy(update={"export": config.export.model_copy(update={"optimize": True})})
-    export(SPEC, run_dir, to, fused)
+def shipped(tiny_exported):
+    """(run dir, shipped int8 folder) of the tiny exported run."""
+    _, run_dir, to, _ = tiny_exported
     return run_dir, to
 
 
