@@ -46,6 +46,10 @@ class Manifest(BaseModel):
     base_model: str
     labels: list[str]
     thresholds: dict[str, float] = {}
+    # Per-language overrides of `thresholds` (`text.language_of`; a label a language leaves out keeps
+    # `thresholds`): one encoder's scores sit differently on Russian and English text, so a single
+    # cut trades one language's false flags against the other's catches. Honoured by tone.
+    thresholds_by_language: dict[str, dict[str, float]] = {}
     window: WindowRule
     model_file: str = "model.onnx"
     tokenizer_file: str = "tokenizer.json"

@@ -17,6 +17,7 @@ SCHEMAS = {
     "fact_spans_model.yaml": "autovalidators.training.tasks.fact_spans:FactSpansModelConfig",
     "tone_head.yaml": "autovalidators.training.tone_head:ToneHeadConfig",
     "tone_head_neutral.yaml": "autovalidators.training.tone_head:ToneHeadConfig",
+    "tone_head_by_language.yaml": "autovalidators.training.tone_head:ToneHeadConfig",
     "tone_model_e5_12l_neutral.yaml": "autovalidators.training.tasks.tone:ToneModelConfig",
     "fact_spans_model_stage2.yaml": "autovalidators.training.tasks.fact_spans:FactSpansModelConfig",
     "regression.yaml": "autovalidators.inference.regression:RegressionConfig",

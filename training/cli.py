@@ -279,4 +279,6 @@ def train_tone_head_command(
             table.add_row(split, f"flagged: {key}", str(row["texts"]), f"{row['rate']:.1%}")
     console.print(table)
     console.print(f"thresholds: {json.dumps({k: round(v, 3) for k, v in report['thresholds'].items()})}")
+    for language, cuts in report["thresholds_by_language"].items():
+        console.print(f"thresholds ({language}): {json.dumps({k: round(v, 3) for k, v in cuts.items()})}")
     console.print(f"wrote {Path(load_config(config).output_dir) / 'report.json'}" + (f" and shipped to {to}" if to else ""))

@@ -43,7 +43,7 @@ from autovalidators.data_prep.tone.statements import SOURCE as STATEMENT_SOURCE,
 from autovalidators.inference.config import StrictModel
 from autovalidators.inference.manifest import load_manifest, sha256_of, write_manifest
 from autovalidators.inference.onnx_session import OnnxSession
-from autovalidators.inference.validators.tone import ToneValidator
+from autovalidators.inference.validators.tone import ToneValidator, on_default_scale
 
 from autovalidators.training.benchmarks.tone import statements_caught
 from autovalidators.training.head_refit import FEATURES, encoder_outputs, with_head
@@ -71,6 +71,11 @@ class HeadThresholds(StrictModel):
     # 0.2) otherwise lets "Hitler became chancellor in 1933." through only by luck.
     bound_neutral_statements: bool = False
     blocking_labels: list[str] = ["toxicity", "obscenity", "insult", "threat", "identity_hate"]
+    # Languages whose thresholds are chosen on their own dev rows alone (both steps above), shipped
+    # as the manifest's `thresholds_by_language`; every other language shares the default ones,
+    # chosen on the remaining rows. One cut over pooled rows trades Russian comments' F1 and neutral
+    # Russian flags against English ones, because the encoder's scores sit differently per language.
+    own_languages: list[str] = []
 
 
 class ToneHeadConfig(StrictModel):
@@ -226,6 +231,45 @@ def neutral_report(flagged: np.ndarray, records: Sequence[dict], neutral: set[st
             for key, hits in sorted(groups.items())}
 
 
+def fit_thresholds(scores: np.ndarray, targets: np.ndarray, records: Sequence[dict],
+                   config: ToneHeadConfig) -> tuple[dict[str, float], dict[str, dict[str, float]], dict[str, Any]]:
+    """(default thresholds, {language: its own thresholds}, best-F1 cuts before the neutral bound
+    per group): each group's cuts are best F1 on its dev rows, then raised by `neutral_bound`.
+    A label a group's rows cannot fit (no positive or no negative there: English has no `politics`
+    rows, Russian no `insult` ones) keeps its cut chosen on all dev rows."""
+    rules = config.thresholds
+    own = list(dict.fromkeys(rules.own_languages))
+
+    def best_f1(rows: list[int] | slice) -> dict[str, float]:
+        return choose_thresholds(scores[rows], targets[rows], TONE_LABELS, rules.rule, rules.target_precision,
+                                 rules.rule_by_label)
+
+    pooled = best_f1(slice(None))
+
+    def cuts(rows: list[int], group: str) -> tuple[dict[str, float], dict[str, float]]:
+        if not rows:
+            raise DataError(f"thresholds.own_languages: no dev rows for {group}; the dev split's languages are "
+                            f"{sorted({r['language'] for r in records})}")
+        if not own:
+            best = pooled
+        else:
+            fitted = best_f1(rows)
+            best = {}
+            for column, label in enumerate(TONE_LABELS):
+                known = targets[rows, column] != MISSING_LABEL
+                positives = int((targets[rows, column][known] >= 0.5).sum())
+                best[label] = fitted[label] if 0 < positives < int(known.sum()) else pooled[label]
+        return best, neutral_bound(best, scores[rows], [records[i] for i in rows], config)
+
+    best_default, default = cuts([i for i, r in enumerate(records) if r["language"] not in own], "the default")
+    best = {"default": best_default}
+    by_language = {}
+    for language in own:
+        best[language], by_language[language] = cuts(
+            [i for i, r in enumerate(records) if r["language"] == language], f"language {language!r}")
+    return default, by_language, best
+
+
 def refit(config: ToneHeadConfig, *, to: str | Path | None = None, skip_prepare: bool = False,
           config_source: str | Path | None = None) -> dict[str, Any]:
     """Fit, check and measure a new head; write `<output_dir>/` (model.onnx, report.json) and, with
@@ -253,9 +297,11 @@ def refit(config: ToneHeadConfig, *, to: str | Path | None = None, skip_prepare:
     weight, bias = fit_head(features["train"], targets["train"], _sample_weights(splits["train"], config), config.head)
     scores = {name: sigmoid(features[name].astype(np.float64) @ weight + bias) for name in splits}
     rules = config.thresholds
-    best = choose_thresholds(scores["dev"], targets["dev"], TONE_LABELS, rules.rule, rules.target_precision,
-                             rules.rule_by_label)
-    thresholds = neutral_bound(best, scores["dev"], splits["dev"], config)
+    thresholds, by_language, best = fit_thresholds(scores["dev"], targets["dev"], splits["dev"], config)
+    # The report reads every row at the default cuts: each own-language row moved onto that scale
+    # exactly as the runtime's benchmarks do (a logit shift per label).
+    scores = {name: on_default_scale(scores[name], [r["language"] for r in splits[name]], TONE_LABELS,
+                                     thresholds, by_language) for name in splits}
 
     out.mkdir(parents=True, exist_ok=True)
     model_path = out / "model.onnx"
@@ -263,7 +309,8 @@ def refit(config: ToneHeadConfig, *, to: str | Path | None = None, skip_prepare:
     parity = _parity(model_path, reader, splits["dev"][:200], features["dev"][:200] @ weight + bias, config.threads)
 
     neutral = set(config.neutral_sources)
-    report: dict[str, Any] = {"thresholds": thresholds, "best_f1_thresholds": best, "parity": parity,
+    report: dict[str, Any] = {"thresholds": thresholds, "thresholds_by_language": by_language,
+                              "best_f1_thresholds": best, "parity": parity,
                               "counts": {name: len(records) for name, records in splits.items()}}
     for name in ("dev",):
         records = splits[name]
@@ -272,13 +319,18 @@ def refit(config: ToneHeadConfig, *, to: str | Path | None = None, skip_prepare:
         gold = [i for i, r in enumerate(records) if r["source"] not in neutral and r["source"] != "identity_statements"]
         report[name] = {
             "gold_sources": multilabel_report(scores[name][gold], targets[name][gold], TONE_LABELS, thresholds),
+            # Per source, so a variant is chosen on dev per language (ru_toxic, olid) too.
+            "gold_by_source": {source: multilabel_report(scores[name][rows], targets[name][rows], TONE_LABELS,
+                                                         thresholds)
+                               for source in sorted({records[i]["source"] for i in gold})
+                               for rows in [[i for i in gold if records[i]["source"] == source]]},
             "neutral_flags": neutral_report(flagged, records, neutral),
             "statements": statements_caught(scores[name][statement_rows], [records[i] for i in statement_rows],
                                             TONE_LABELS, thresholds),
         }
     (out / "report.json").write_text(json.dumps(report, indent=1, default=float), encoding="utf-8")
     if to is not None:
-        ship(config, model_path, Path(to), thresholds, report, splits, config_source)
+        ship(config, model_path, Path(to), thresholds, by_language, report, splits, config_source)
     return report
 
 
@@ -296,7 +348,7 @@ def _parity(model_path: Path, reader: FeatureReader, records: Sequence[dict], ex
 
 
 def ship(config: ToneHeadConfig, model_path: Path, to: Path, thresholds: dict[str, float],
-         report: dict[str, Any], splits: dict[str, list[dict]], config_source: str | Path | None = None) -> None:
+         thresholds_by_language: dict[str, dict[str, float]], report: dict[str, Any], splits: dict[str, list[dict]], config_source: str | Path | None = None) -> None:
     """A model folder at `to`: the new graph, the base model's tokenizer, a manifest with this recipe."""
     base = load_manifest(config.model_dir)
     to.mkdir(parents=True, exist_ok=True)
@@ -309,6 +361,7 @@ def ship(config: ToneHeadConfig, model_path: Path, to: Path, thresholds: dict[st
     fields.update(
         version=datetime.now(timezone.utc).strftime("%Y.%m.%d-%H%M"),
         thresholds=thresholds,
+        thresholds_by_language=thresholds_by_language,
         metrics={"dev": report["dev"]["gold_sources"], "dev_neutral_flags": report["dev"]["neutral_flags"],
                  "dev_statements": report["dev"]["statements"]},
         # The encoder's own recipe stays as it was (it is still the encoder that runs); the head's is added.

@@ -246,7 +246,16 @@ def _predicts(docs: _Docs) -> list[str]:
     m = docs.manifest
     window = m["window"]
     lines = ["## What it predicts", ""]
-    if m["thresholds"]:
+    by_language = m.get("thresholds_by_language") or {}
+    if m["thresholds"] and by_language:
+        languages = sorted(by_language)
+        lines += markdown_table(["output", "threshold", *(f"threshold ({language})" for language in languages)],
+                                [(f"`{k}`", fmt("threshold", v),
+                                  *(fmt("threshold", by_language[language].get(k, v)) for language in languages))
+                                 for k, v in sorted(m["thresholds"].items())])
+        lines += ["", f"Texts in {', '.join(languages)} (`text.language_of`) are cut at their own column "
+                  "(manifest `thresholds_by_language`); every other text at `threshold`.", ""]
+    elif m["thresholds"]:
         lines += markdown_table(["output", "threshold"], [(f"`{k}`", fmt("threshold", v))
                                                            for k, v in sorted(m["thresholds"].items())]) + [""]
     lines.append(f"Input window (manifest `window`): `max_length` {window['max_length']}, `stride` {window['stride']}, "

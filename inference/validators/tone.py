@@ -10,7 +10,9 @@ windows; one insulting sentence in a long, polite answer is enough to flag it. A
 one window is scored exactly as in training (`[CLS] text [SEP]`).
 
 `flagged`: labels whose probability reaches their per-label threshold from the manifest (chosen on
-dev at export); the gate reads `scores`, `flagged` and `thresholds`.
+dev at export); the gate reads `scores`, `flagged` and `thresholds`. A language with its own
+thresholds (manifest `thresholds_by_language`, the language from `text.language_of`) is cut at
+those, and its outputs carry them: scores stay the model's own probabilities.
 
 Languages the encoder cannot read (manifest `fallback_languages`, e.g. `ru` for the English MiniLM,
 whose vocabulary spells Cyrillic out letter by letter) go to the lexicon heuristic instead; their
@@ -64,6 +66,34 @@ def split_windows(ids: Sequence[int], max_length: int, stride: int, cls_id: int,
     return [[cls_id, *ids[start:start + room], sep_id] for start in starts]
 
 
+def _logit(p: np.ndarray) -> np.ndarray:
+    p = np.clip(p, 1e-12, 1 - 1e-12)
+    return np.log(p) - np.log1p(-p)
+
+
+def on_default_scale(scores: np.ndarray, languages: Sequence[str], labels: Sequence[str],
+                     thresholds: dict[str, float], by_language: dict[str, dict[str, float]]) -> np.ndarray:
+    """(n, n_labels) `scores` with each row of a language in `by_language` shifted in logit space by
+    logit(default cut) - logit(its language's cut), per label: order within a language is kept and
+    `shifted >= thresholds[label]` holds exactly where `score >= by_language[language][label]`
+    (a score rounded across the cut is clamped back to its side)."""
+    out = np.array(scores, dtype=np.float64, copy=True)
+    default = np.asarray([thresholds[label] for label in labels])
+    for language, cuts in by_language.items():
+        rows = [i for i, lang in enumerate(languages) if lang == language]
+        if not rows:
+            continue
+        own = np.asarray([cuts.get(label, thresholds[label]) for label in labels])
+        shift = _logit(default) - _logit(own)
+        original = out[rows]
+        shifted = 1.0 / (1.0 + np.exp(-(_logit(original) + shift)))
+        above = original >= own
+        shifted = np.where(above, np.maximum(shifted, default), np.minimum(shifted, np.nextafter(default, -np.inf)))
+        # Where the language's cut is the default one, leave the score exactly as it was.
+        out[rows] = np.where(shift == 0.0, original, shifted)
+    return out
+
+
 class ToneValidator:
     """Multi-label tone scoring, batch in, list out. Each window runs as its own unpadded call by
     default (dynamic int8 scales activations per call), so a text's scores do not depend on its
@@ -86,6 +116,14 @@ class ToneValidator:
         self.manifest = manifest
         self.labels = tuple(manifest.labels)
         self.thresholds = {label: float(manifest.thresholds.get(label, 0.5)) for label in self.labels}
+        unknown = sorted({label for cuts in manifest.thresholds_by_language.values() for label in cuts}
+                         - set(self.labels))
+        if unknown:
+            raise ValueError(f"{folder}: manifest thresholds_by_language names {unknown}, not among its labels "
+                             f"{list(self.labels)}")
+        # Every language's full set of cuts: its own where it has them, the default ones elsewhere.
+        self.thresholds_by_language = {language: {**self.thresholds, **{k: float(v) for k, v in cuts.items()}}
+                                       for language, cuts in manifest.thresholds_by_language.items()}
         self.max_length = manifest.window.max_length
         self.stride = manifest.window.stride
         if manifest.window.aggregation != "max":
@@ -106,9 +144,10 @@ class ToneValidator:
         if unknown:
             raise ValueError(f"{folder}: manifest lexicon_labels {unknown} are not among its labels {list(self.labels)}")
         self.lexicon_labels = tuple(manifest.lexicon_labels)
-        # A match raises the label and the toxicity umbrella: the columns and floors per lexicon label.
-        self._lexicon_raises = {label: [(self.labels.index(name), self.thresholds[name])
-                                        for name in dict.fromkeys((label, "toxicity")) if name in self.labels]
+        # A match raises the label and the toxicity umbrella: the columns it raises per lexicon label
+        # (to the text's own thresholds).
+        self._lexicon_raises = {label: [self.labels.index(name) for name in dict.fromkeys((label, "toxicity"))
+                                        if name in self.labels]
                                 for label in self.lexicon_labels}
         self.fallback = HeuristicTone() if self.fallback_languages else None
 
@@ -145,29 +184,50 @@ class ToneValidator:
             start += len(text.windows)
         return out
 
-    def with_lexicon(self, texts: Sequence[str], scores: np.ndarray) -> np.ndarray:
-        """`scores` with each `lexicon_labels` match (and toxicity) raised to its threshold."""
+    def thresholds_for(self, text: str) -> dict[str, float]:
+        """The cuts `text` is judged by: its language's (`thresholds_by_language`), else the default."""
+        if not self.thresholds_by_language:
+            return self.thresholds
+        return self.thresholds_by_language.get(language_of(text), self.thresholds)
+
+    def with_lexicon(self, texts: Sequence[str], scores: np.ndarray,
+                     thresholds: dict[str, float] | None = None) -> np.ndarray:
+        """`scores` with each `lexicon_labels` match (and toxicity) raised to the text's threshold,
+        or to `thresholds` (scores already on the default scale)."""
         if not self.lexicon_labels:
             return scores
         patterns = tone_lexicon()
         raised = scores.copy()
         for row, text in enumerate(texts):
             normal = normalize_for_lexicon(text)
-            for label, raises in self._lexicon_raises.items():
+            for label, columns in self._lexicon_raises.items():
                 if label in patterns and patterns[label].search(normal):
-                    for column, floor in raises:
-                        raised[row, column] = max(raised[row, column], floor)
+                    cuts = thresholds or self.thresholds_for(text)
+                    for column in columns:
+                        raised[row, column] = max(raised[row, column], cuts[self.labels[column]])
         return raised
 
-    def flagged(self, scores: np.ndarray) -> tuple[str, ...]:
-        return tuple(label for label, score in zip(self.labels, scores) if score >= self.thresholds[label])
+    def onto_default_scale(self, texts: Sequence[str], scores: np.ndarray) -> np.ndarray:
+        """`scores` of texts with their own language's thresholds moved by a logit shift so that
+        their language's cut lands on the default one: `>= self.thresholds` then reads every row
+        as `predict` flags it (the benchmarks score mixed-language sets this way)."""
+        if not self.thresholds_by_language:
+            return scores
+        return on_default_scale(scores, [language_of(t) for t in texts], self.labels, self.thresholds,
+                                self.thresholds_by_language)
+
+    def flagged(self, scores: np.ndarray, thresholds: dict[str, float] | None = None) -> tuple[str, ...]:
+        cuts = thresholds or self.thresholds
+        return tuple(label for label, score in zip(self.labels, scores) if score >= cuts[label])
 
     def served_scores(self, texts: Sequence[str], model_scores: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Scores as `predict` serves them, on the model's threshold scale, and the routed mask.
 
         Texts routed to the heuristic get its scores shifted so that its threshold lands on the
-        label's manifest threshold (clipped to [0, 1]): one threshold per label then reads every
-        row, which is what the benchmark needs to score a mixed-language set as served.
+        label's manifest threshold (clipped to [0, 1]), and texts of a language with its own
+        thresholds get a logit shift that does the same (`onto_default_scale`): one threshold per
+        label then reads every row, which is what the benchmark needs to score a mixed-language
+        set as served.
         `model_scores`: `scores(texts)` when the caller already has them (the benchmark also
         reports the model alone), so no text is scored twice.
         """
@@ -176,7 +236,8 @@ class ToneValidator:
         modelled, fallback_rows = np.flatnonzero(~routed), np.flatnonzero(routed)
         if len(modelled):
             own = model_scores[modelled] if model_scores is not None else self.scores([texts[i] for i in modelled])
-            out[modelled] = self.with_lexicon([texts[i] for i in modelled], own)
+            kept = [texts[i] for i in modelled]
+            out[modelled] = self.with_lexicon(kept, self.onto_default_scale(kept, own), self.thresholds)
         if len(fallback_rows):
             cases = [Case(id=str(i), question="", answer=texts[i]) for i in fallback_rows]
             for row, output in zip(fallback_rows, self.fallback.predict(cases)):
@@ -206,7 +267,7 @@ class ToneValidator:
             if index not in by_case:
                 outputs.append(ToneOutput(applies=False, source="onnx"))
                 continue
-            row = by_case[index]
+            row, cuts = by_case[index], self.thresholds_for(cases[index].answer)
             outputs.append(ToneOutput(applies=True, scores={label: float(s) for label, s in zip(self.labels, row)},
-                                      flagged=self.flagged(row), thresholds=dict(self.thresholds), source="onnx"))
+                                      flagged=self.flagged(row, cuts), thresholds=dict(cuts), source="onnx"))
         return outputs

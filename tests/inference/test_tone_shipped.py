@@ -43,7 +43,8 @@ def tone():
 
 
 def _flagged(tone: ToneValidator, texts: list[str]) -> np.ndarray:
-    scores = tone.with_lexicon(texts, tone.scores(texts))
+    # As served: lexicon matches raised, each language's own thresholds moved onto the default ones.
+    scores, _ = tone.served_scores(texts)
     columns = [tone.labels.index(label) for label in BLOCKING]
     cuts = np.asarray([tone.thresholds[label] for label in BLOCKING])
     return (scores[:, columns] >= cuts).any(axis=1)
@@ -60,7 +61,7 @@ def test_held_out_hateful_statements_are_caught_and_neutral_ones_about_the_same_
     # The statements' test split: wordings and groups the head never trained on. The model this
     # one replaced caught 75% of the English ones.
     records = [r for r in statement_records(DEFAULT_PATH, TONE_LABELS) if r["split"] == "test"]
-    scores = tone.with_lexicon([r["text"] for r in records], tone.scores([r["text"] for r in records]))
+    scores, _ = tone.served_scores([r["text"] for r in records])
     rates = {key: row["rate"] for key, row in statements_caught(scores, records, list(tone.labels), tone.thresholds).items()}
     assert rates["hateful_en"] >= 0.9 and rates["hateful_ru"] >= 0.8, rates
     assert rates["neutral_en"] <= 0.08 and rates["neutral_ru"] <= 0.16, rates

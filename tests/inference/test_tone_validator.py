@@ -232,3 +232,42 @@ def test_export_refuses_lexicon_labels_the_task_does_not_have(tiny_models, tmp_p
 
     with pytest.raises(ExportError, match="export.lexicon_labels \\['sarcasm'\\]"):
         export_with(tiny_models, tmp_path, lexicon_labels=["sarcasm"])
+
+
+def test_a_language_with_its_own_thresholds_is_cut_at_them_and_served_scores_agree(tiny_models, tmp_path):
+    from autovalidators.inference.manifest import update_manifest
+
+    folder = with_fallback_languages(tiny_models, tmp_path, [])
+    texts = ["you are an idiot", "ты идиот", "Спасибо за вопрос.", "thanks for asking"]
+    raw = ToneValidator(folder, load_manifest(folder), threads=1).scores(texts)
+    toxicity = list(load_manifest(folder).labels).index("toxicity")
+    # Russian cut just above the Russian texts' scores, the default cut just below every score: the
+    # same encoder score flags an English text and not a Russian one.
+    russian_cut = float(np.nextafter(raw[1:3, toxicity].max(), np.inf))
+    default_cut = float(np.nextafter(raw[:, toxicity].min(), -np.inf))
+    update_manifest(folder, thresholds={**load_manifest(folder).thresholds, "toxicity": default_cut},
+                    thresholds_by_language={"ru": {"toxicity": russian_cut}})
+    v = ToneValidator(folder, load_manifest(folder), threads=1)
+    outputs = v.predict([Case(id=str(i), question="q", answer=t) for i, t in enumerate(texts)])
+    assert ["toxicity" in o.flagged for o in outputs] == [True, False, False, True]
+    assert outputs[1].thresholds["toxicity"] == russian_cut and outputs[0].thresholds["toxicity"] == default_cut
+    # Other labels keep the default cuts in Russian; scores are the model's own in every language.
+    assert {k: val for k, val in outputs[1].thresholds.items() if k != "toxicity"} == \
+        {k: val for k, val in v.thresholds.items() if k != "toxicity"}
+    for row, output in zip(raw, outputs):
+        assert [output.scores[label] for label in v.labels] == pytest.approx(row.tolist(), abs=1e-6)
+    # The benchmarks' view: every row on the default scale flags exactly what predict serves, and the
+    # order of scores within a language is kept.
+    served, _ = v.served_scores(texts)
+    assert [v.flagged(row) for row in served] == [o.flagged for o in outputs]
+    np.testing.assert_allclose(served[[0, 3]], raw[[0, 3]], atol=1e-6)
+    assert np.argsort(served[1:3, toxicity]).tolist() == np.argsort(raw[1:3, toxicity]).tolist()
+
+
+def test_thresholds_by_language_naming_an_unknown_label_is_refused(tiny_models, tmp_path):
+    from autovalidators.inference.manifest import update_manifest
+
+    folder = with_fallback_languages(tiny_models, tmp_path, [])
+    update_manifest(folder, thresholds_by_language={"ru": {"sarcasm": 0.5}})
+    with pytest.raises(ValueError, match="thresholds_by_language names \\['sarcasm'\\]"):
+        ToneValidator(folder, load_manifest(folder), threads=1)

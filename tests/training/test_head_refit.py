@@ -11,7 +11,7 @@ from onnx import numpy_helper
 
 from autovalidators.inference.onnx_session import OnnxSession
 from autovalidators.training.head_refit import FEATURES, SurgeryError, encoder_outputs, with_head
-from autovalidators.training.tone_head import fit_head, neutral_bound, HeadFit, ToneHeadConfig
+from autovalidators.training.tone_head import fit_head, fit_thresholds, neutral_bound, HeadFit, ToneHeadConfig
 
 MODEL = Path(__file__).resolve().parents[2] / "models" / "tone" / "model.onnx"
 IDS = [np.array([[0, 1320, 83, 10, 25380, 6, 2]]), np.array([[0, 4865, 5, 2]])]
@@ -113,6 +113,50 @@ def test_neutral_statements_bound_the_thresholds_only_when_asked(bound):
     unbounded = int((scores[20:40, 4] >= 0.2).sum())
     assert unbounded == 13 and neutral_flagged == (1 if bound else unbounded)  # bounded: 5% of 20 may stay
     assert (scores[40:, 4] >= raised["identity_hate"]).all()
+
+
+def _two_language_dev():
+    """English gold rows cut cleanly at 0.5, Russian ones at 0.8, and neutral Russian text up to 0.7."""
+    records, rows = [], []
+    for language, cut in (("en", 0.5), ("ru", 0.8)):
+        for score in np.round(np.linspace(0.05, 0.95, 19), 2):
+            records.append({"source": "gold", "language": language,
+                            "labels": {"toxicity": int(score >= cut)}})
+            rows.append(score)
+    records += [{"source": "wiki", "language": "ru", "labels": {"toxicity": 0}}] * 20
+    rows += list(np.linspace(0.0, 0.7, 20))
+    scores = np.zeros((len(rows), 6))
+    scores[:, 0] = rows
+    targets = np.full((len(rows), 6), -1.0)
+    targets[:, 0] = [r["labels"]["toxicity"] for r in records]
+    return scores, targets, records
+
+
+@pytest.mark.parametrize("own", [[], ["ru"]])
+def test_a_language_of_its_own_gets_cuts_chosen_on_its_rows_alone(own):
+    config = ToneHeadConfig.model_validate({
+        "prepare": {}, "neutral_sources": ["wiki"],
+        "thresholds": {"max_neutral_flags": 0.0, "blocking_labels": ["toxicity"], "own_languages": own}})
+    scores, targets, records = _two_language_dev()
+    default, by_language, best = fit_thresholds(scores, targets, records, config)
+    if not own:  # pooled: the neutral Russian text pushes the one cut above 0.7, over English comments too
+        assert by_language == {} and default["toxicity"] > 0.7
+        return
+    assert set(by_language) == {"ru"} and set(best) == {"default", "ru"}
+    assert 0.45 < default["toxicity"] <= 0.5  # English: its own best F1, untouched by Russian neutral text
+    assert 0.75 < by_language["ru"]["toxicity"] <= 0.8  # Russian: best F1 (above every neutral text)
+    ru = [i for i, r in enumerate(records) if r["language"] == "ru" and r["source"] == "wiki"]
+    assert not (scores[ru, 0] >= by_language["ru"]["toxicity"]).any()
+
+
+def test_an_own_language_without_dev_rows_is_refused_by_name():
+    from autovalidators.data_prep.io import DataError
+
+    config = ToneHeadConfig.model_validate({"prepare": {}, "neutral_sources": ["wiki"],
+                                            "thresholds": {"own_languages": ["kk"]}})
+    scores, targets, records = _two_language_dev()
+    with pytest.raises(DataError, match="no dev rows for language 'kk'"):
+        fit_thresholds(scores, targets, records, config)
 
 
 def test_refitting_a_refitted_model_replaces_its_head_and_keeps_its_features(headless, tmp_path):

@@ -139,6 +139,19 @@ def test_render_is_deterministic_and_follows_the_manifest(tmp_path):
     assert "value: 0.5123" in second  # model-index metadata follows too
 
 
+def test_thresholds_by_language_get_a_column_each_in_the_card(tmp_path):
+    folder = _copy_model("tone", tmp_path)
+    manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
+    manifest["thresholds"]["toxicity"] = 0.4
+    manifest["thresholds_by_language"] = {"ru": {"toxicity": 0.6}}
+    (folder / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    card = render_card(folder)
+    assert "| output | threshold | threshold (ru) |" in card
+    assert "| `toxicity` | 0.4000 | 0.6000 |" in card  # a label ru leaves out repeats the default
+    threat = manifest["thresholds"]["threat"]
+    assert f"| `threat` | {threat:.4f} | {threat:.4f} |" in card
+
+
 def test_check_names_the_stale_card_and_passes_after_regenerating(tmp_path):
     models = tmp_path / "models"
     stale, fresh = _copy_model("abstention", models), models / "abstention_copy"
