@@ -225,6 +225,7 @@ def plot_rates(groups: list[dict[str, Any]], path: Path) -> Path | None:
     axis.set_title("friction (good answers stopped) and miss (bad answers served)")
     axis.legend()
     figure.tight_layout()
+    Path(path).parent.mkdir(parents=True, exist_ok=True)  # --json may name a folder not made yet
     figure.savefig(path, dpi=110)
     plt.close(figure)
     return path

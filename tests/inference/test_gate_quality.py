@@ -144,9 +144,11 @@ def test_calibrate_then_benchmark_gate_on_real_labelled_answers(tmp_path):
     # more misses than allowed.
     reports = {}
     for name, config in (("shipped", None), ("fitted", out)):
-        json_out = tmp_path / f"{name}.json"
+        # The shipped run writes into a folder that does not exist yet: the JSON and the plot make it.
+        json_out = tmp_path / ("not-made-yet" if name == "shipped" else "") / f"{name}.json"
         args = ["benchmark", "gate", "--cases", str(FIXTURE), "--repeat", "1", "--latency-cases", "3",
-                "--json", str(json_out)] + (["--config", str(config), "--baseline", str(tmp_path / "shipped.json")]
+                "--json", str(json_out)] + (["--config", str(config), "--baseline",
+                                             str(tmp_path / "not-made-yet" / "shipped.json")]
                                             if config else [])
         run = runner.invoke(app, args)
         assert run.exit_code == 0, run.output
@@ -159,7 +161,7 @@ def test_calibrate_then_benchmark_gate_on_real_labelled_answers(tmp_path):
     assert {row["group"] for row in reports["fitted"]["language"]} == {"en", "ru"}
     change = json.loads((tmp_path / "fitted.json").read_text())["versus_baseline"]["rows"][0]
     assert change["friction_change"] == pytest.approx(overall["friction"] - shipped["friction"], abs=1e-9)
-    assert (tmp_path / "fitted_rates.png").is_file()
+    assert (tmp_path / "fitted_rates.png").is_file() and (tmp_path / "not-made-yet" / "shipped_rates.png").is_file()
 
 
 def test_calibrate_balance_holds_the_average_over_datasets_to_the_limit(tmp_path):
