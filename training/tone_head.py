@@ -240,9 +240,9 @@ def fit_thresholds(scores: np.ndarray, targets: np.ndarray, records: Sequence[di
     rules = config.thresholds
     own = list(dict.fromkeys(rules.own_languages))
 
-    def best_f1(rows: list[int] | slice) -> dict[str, float]:
+    def best_f1(rows: list[int] | slice, fallback: dict[str, float] | None = None) -> dict[str, float]:
         return choose_thresholds(scores[rows], targets[rows], TONE_LABELS, rules.rule, rules.target_precision,
-                                 rules.rule_by_label)
+                                 rules.rule_by_label, fallback)
 
     pooled = best_f1(slice(None))
 
@@ -250,15 +250,7 @@ def fit_thresholds(scores: np.ndarray, targets: np.ndarray, records: Sequence[di
         if not rows:
             raise DataError(f"thresholds.own_languages: no dev rows for {group}; the dev split's languages are "
                             f"{sorted({r['language'] for r in records})}")
-        if not own:
-            best = pooled
-        else:
-            fitted = best_f1(rows)
-            best = {}
-            for column, label in enumerate(TONE_LABELS):
-                known = targets[rows, column] != MISSING_LABEL
-                positives = int((targets[rows, column][known] >= 0.5).sum())
-                best[label] = fitted[label] if 0 < positives < int(known.sum()) else pooled[label]
+        best = best_f1(rows, fallback=pooled) if own else pooled
         return best, neutral_bound(best, scores[rows], [records[i] for i in rows], config)
 
     best_default, default = cuts([i for i, r in enumerate(records) if r["language"] not in own], "the default")

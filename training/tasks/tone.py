@@ -201,9 +201,10 @@ def label_metrics(scores: np.ndarray, targets: np.ndarray, threshold: float) -> 
 
 
 def choose_thresholds(scores: np.ndarray, targets: np.ndarray, labels: Sequence[str], rule: str = "best_f1",
-                      target_precision: float = 0.9, rule_by_label: dict[str, str] | None = None) -> dict[str, float]:
+                      target_precision: float = 0.9, rule_by_label: dict[str, str] | None = None,
+                      fallback: dict[str, float] | None = None) -> dict[str, float]:
     """Per-label thresholds by `rule`, or `rule_by_label[label]` where given (see module docstring);
-    0.5 for a label lacking a class."""
+    for a label lacking a class, its `fallback` cut (default 0.5)."""
     thresholds = {}
     for column, label in enumerate(labels):
         known = targets[:, column] != MISSING_LABEL
@@ -212,7 +213,7 @@ def choose_thresholds(scores: np.ndarray, targets: np.ndarray, labels: Sequence[
             thresholds[label] = best_threshold(scores[known, column], y, (rule_by_label or {}).get(label, rule),
                                                target_precision)
         else:
-            thresholds[label] = 0.5
+            thresholds[label] = (fallback or {}).get(label, 0.5)
     return thresholds
 
 
