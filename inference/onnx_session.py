@@ -17,6 +17,10 @@ _NUMPY_TYPES = {
 }
 
 
+# AUTOVALIDATORS_ORT_SPIN: spin while a call runs (default), always, never.
+SPIN_MODES = ("run", "1", "0")
+
+
 class OnnxSession:
     """One InferenceSession per model file, shared by threads (onnxruntime's run is thread-safe).
 
@@ -31,17 +35,20 @@ class OnnxSession:
         if threads:
             options.intra_op_num_threads = threads
             options.inter_op_num_threads = 1
-        # Spinning: after each parallel section onnxruntime's pool threads busy-wait for more work.
-        # That suits batches (each model scores all the batch's rows, one row per call, back to
-        # back) and hurts one case at a time, where the models alternate and one model's spinning
-        # threads take the cores from the next. `autovalidators benchmark gate --cases
-        # out/gate_sets/dev_real.jsonl` on 2 threads: spinning 11.0 cases/s batched, 193.8 ms p50
-        # one case per call; not spinning 7.7 cases/s, 110.8 ms. `validate` and `batch` score
-        # batches, so spinning stays on; AUTOVALIDATORS_ORT_SPIN=0 turns it off for callers that
-        # send one case per call with several threads (`serve` runs one thread per call: no pool,
-        # nothing spins). Scores do not change either way.
-        spin = os.environ.get("AUTOVALIDATORS_ORT_SPIN", "1") != "0"
-        options.add_session_config_entry("session.intra_op.allow_spinning", "1" if spin else "0")
+        # Spinning: between parallel sections onnxruntime's pool threads busy-wait for more work.
+        # Between calls that hurts: the models alternate, and one model's spinning threads take the
+        # cores from the next. The default, "run", spins only while a call runs
+        # (session.force_spinning_stop). `autovalidators benchmark gate --cases
+        # out/gate_sets/dev_real.jsonl` on 2 threads, one case per call, p50: always spinning ("1")
+        # 135.7 and 137.1 ms, "run" 73.4 and 67.5 ms, never ("0") 66.8 and 74.9 ms; batched
+        # (`benchmark batch --engines validate`, 2,000 cases) "1" 16.4 cases/s, "run" 15.0.
+        # AUTOVALIDATORS_ORT_SPIN=1 keeps the threads spinning between calls (a batch job that
+        # wants the last few percent), 0 never spins. Scores do not change either way.
+        spin = os.environ.get("AUTOVALIDATORS_ORT_SPIN", "run")
+        if spin not in SPIN_MODES:
+            raise ValueError(f"AUTOVALIDATORS_ORT_SPIN={spin!r}: choose one of {', '.join(SPIN_MODES)}")
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0" if spin == "0" else "1")
+        options.add_session_config_entry("session.force_spinning_stop", "1" if spin == "run" else "0")
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         # Memory: onnxruntime's CPU arena keeps the largest batch's activations reserved for the
         # life of the session, and memory patterns pre-plan one block per input shape. With the

@@ -45,6 +45,15 @@ def test_negation_the_context_never_makes_is_not_supported():
     assert heuristics.sentence_support(answer, context)[0].support <= 0.4
 
 
+def test_long_texts_are_tokenised_once_and_no_caller_can_change_the_next_callers_tokens():
+    context = "The tower opened in 1889 and is 330 metres tall. " * 10
+    first = tokenize(context)
+    first.clear()
+    again = tokenize(context)
+    assert again and again == tokenize(context) and again is not tokenize(context)
+    assert [t.stem for t in again if not t.is_stopword][:4] == ["tower", "open", "1889", "330"]
+
+
 def test_noise_sentences_are_recognised_in_both_languages():
     for filler in ("Dear customer, thank you for your question!", "Спасибо за ваш вопрос!", "I hope this helps!"):
         assert heuristics.sentence_support(filler, "unrelated context")[0].is_noise, filler

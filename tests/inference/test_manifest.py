@@ -102,15 +102,21 @@ def test_onnx_session_names_a_missing_input_and_casts_the_rest(tmp_path):
     np.testing.assert_allclose(out["logits"], [6.0, 15.0])
 
 
-def test_onnx_sessions_spin_unless_told_not_to(tmp_path, monkeypatch):
-    """Spinning pool threads suit batches and hurt one case at a time with several threads (see
-    OnnxSession): on by default, off on request."""
+def test_onnx_sessions_spin_only_while_a_call_runs_unless_told_otherwise(tmp_path, monkeypatch):
+    """Threads spinning between calls take the cores from the next model of a one-case call (see
+    OnnxSession): by default they spin only while a call runs; always or never on request."""
     tiny_onnx(tmp_path / "m.onnx")
 
-    def spinning() -> str:
+    def spinning() -> tuple[str, str]:
         options = OnnxSession(tmp_path / "m.onnx", threads=2).session.get_session_options()
-        return options.get_session_config_entry("session.intra_op.allow_spinning")
+        return (options.get_session_config_entry("session.intra_op.allow_spinning"),
+                options.get_session_config_entry("session.force_spinning_stop"))
 
-    assert spinning() == "1"
+    assert spinning() == ("1", "1")
+    monkeypatch.setenv("AUTOVALIDATORS_ORT_SPIN", "1")
+    assert spinning() == ("1", "0")
     monkeypatch.setenv("AUTOVALIDATORS_ORT_SPIN", "0")
-    assert spinning() == "0"
+    assert spinning()[0] == "0"
+    monkeypatch.setenv("AUTOVALIDATORS_ORT_SPIN", "yes")
+    with pytest.raises(ValueError, match="AUTOVALIDATORS_ORT_SPIN='yes': choose one of run, 1, 0"):
+        OnnxSession(tmp_path / "m.onnx", threads=2)
