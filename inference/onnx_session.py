@@ -40,8 +40,9 @@ class OnnxSession:
         # cores from the next. The default, "run", spins only while a call runs
         # (session.force_spinning_stop). `autovalidators benchmark gate --cases
         # out/gate_sets/dev_real.jsonl` on 2 threads, one case per call, p50: always spinning ("1")
-        # 135.7 and 137.1 ms, "run" 73.4 and 67.5 ms, never ("0") 66.8 and 74.9 ms; batched
-        # (`benchmark batch --engines validate`, 2,000 cases) "1" 16.4 cases/s, "run" 15.0.
+        # 116.8 ms, "run" 69.6 ms, never ("0") 74.1 ms; batched 16, 15 and 14 cases/s. The whole
+        # `validate` job (`benchmark batch --engines validate`, 2,000 cases): 15.3 cases/s with
+        # "run", 15.5 before (always spinning, each check tokenising the context again).
         # AUTOVALIDATORS_ORT_SPIN=1 keeps the threads spinning between calls (a batch job that
         # wants the last few percent), 0 never spins. Scores do not change either way.
         spin = os.environ.get("AUTOVALIDATORS_ORT_SPIN", "run")
