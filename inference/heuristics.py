@@ -12,6 +12,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Sequence
 
+from .records import parse_record, record_checks
 from .text import NEGATIONS, Sentence, Token, content_stems, split_sentences, tokenize
 
 # Stylistic filler that is neither a claim nor a hallucination.
@@ -67,6 +68,7 @@ class SentenceSupport:
     support: float  # weighted share of the sentence's content tokens found in the context
     unsupported_numbers: tuple[str, ...]
     negation_mismatch: bool
+    record_conflicts: tuple[str, ...] = ()  # what it gets wrong about a structured context (records.py)
 
 
 def claim_weight(token: Token) -> float:
@@ -86,10 +88,11 @@ def is_noise_sentence(sentence: Sentence) -> bool:
     return len(residue_content) <= 2
 
 
-def capped_support(support: float, missing_number: bool, negation_mismatch: bool) -> float:
-    """A number the context never states, or a negation it never uses, caps a sentence's support:
-    either flips a claim that otherwise shares all its words."""
-    if missing_number:
+def capped_support(support: float, missing_number: bool, negation_mismatch: bool,
+                   record_conflict: bool = False) -> float:
+    """A number the context never states, a negation it never uses, or a claim its record
+    contradicts caps a sentence's support: each flips a claim that otherwise shares all its words."""
+    if missing_number or record_conflict:
         support = min(support, 0.3)
     if negation_mismatch:
         support = min(support, 0.4)
@@ -102,6 +105,7 @@ def sentence_support(answer: str, context: str) -> list[SentenceSupport]:
     context_stems = {t.stem for t in context_tokens}
     context_numbers = {t.stem for t in context_tokens if t.is_number}
     context_negated = bool(NEGATIONS & {t.text for t in context_tokens})
+    record = parse_record(context)
     results = []
     for sentence in split_sentences(answer):
         if is_noise_sentence(sentence):
@@ -109,15 +113,18 @@ def sentence_support(answer: str, context: str) -> list[SentenceSupport]:
             continue
         tokens = tokenize(sentence.text)
         content = [t for t in tokens if not t.is_stopword]
+        checks = record_checks(sentence.text, record)
         total = sum(claim_weight(t) for t in content)
-        found = sum(claim_weight(t) for t in content if t.stem in context_stems)
+        found = sum(claim_weight(t) for t in content if t.stem in context_stems or t.stem in checks.supported_stems)
         support = found / total if total else 1.0
-        missing_numbers = tuple(t.text for t in content if t.is_number and t.stem not in context_numbers)
+        missing_numbers = tuple(t.text for t in content if t.is_number and t.stem not in context_numbers
+                                and not (checks.explains_every_day and t.stem == "7"))
         negated = bool(NEGATIONS & {t.text for t in tokens})
-        # A negation the context never uses flips a claim that otherwise shares all its words.
-        mismatch = negated and not context_negated
-        support = capped_support(support, bool(missing_numbers), mismatch)
-        results.append(SentenceSupport(sentence, False, support, missing_numbers, mismatch))
+        # A negation the context never uses flips a claim that otherwise shares all its words,
+        # unless it restates a record's false attribute ("does not take reservations").
+        mismatch = negated and not context_negated and not checks.explains_negation
+        support = capped_support(support, bool(missing_numbers), mismatch, bool(checks.conflicts))
+        results.append(SentenceSupport(sentence, False, support, missing_numbers, mismatch, checks.conflicts))
     return results
 
 

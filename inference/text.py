@@ -133,6 +133,11 @@ def clock_time(match: re.Match) -> str | None:
     return f"{hour:02d}:{minute:02d}" if hour <= 24 and minute <= 59 else None
 
 
+def clock_times(text: str) -> set[str]:
+    """Every time of day the text states, as 'HH:MM' on a 24-hour clock ("5 p.m." -> "17:00")."""
+    return {value for match in _CLOCK.finditer(text) if (value := clock_time(match))}
+
+
 # A case's context and answer are read by several checks (sentence support, fact recall, context
 # quality, the abstention features, specificity), each of which tokenised them again. Long texts are
 # kept, the last 128: the contexts and answers of one `validate` batch (32 cases), which every

@@ -1,0 +1,271 @@
+"""Reading a structured context (a JSON or Python-literal record) the way its answer restates it.
+
+Data-to-text answers ("The restaurant does not take reservations", "open seven days a week")
+restate a record's yes/no attributes and opening hours in words the lexical support cannot check:
+an attribute the record sets to false shares every word with the answer that wrongly claims it
+("It offers outdoor seating" against `"OutdoorSeating": false`), and a faithful "does not take
+reservations" reads as a negation the context never writes. Most of RAGTruth's data-to-text
+hallucinations are of these two kinds. `record_checks` reads one answer sentence against the record:
+
+- **attributes**: a leaf whose value is true, false or null (or "yes"/"no"), named by its key's
+  words ("OutdoorSeating" -> outdoor seating; a nested leaf also needs its parent named:
+  "BusinessParking.street" is a claim about parking, not an address). Claiming a false or null
+  attribute, or denying a true one, is a conflict; restating it with the record's polarity explains
+  the sentence's negation.
+- **hours**: a record's `hours` mapping of weekday -> "9:0-14:0". "Every day", "seven days a week"
+  or a day range that takes in a closed day is a conflict; so is a clock time stated for days
+  whose hours do not include it ("open 8 am to 2 pm Monday to Friday" when Tuesday opens at 16:30).
+  Stating every day when the record has all seven explains the sentence's "seven".
+
+Nothing here applies to prose contexts: `parse_record` returns None unless the whole context is one
+record, and then every check is empty.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+from .text import NEGATIONS, Token, clock_times, tokenize
+
+# Key words that name no attribute of their own ("RestaurantsTakeOut" is about take-out).
+GENERIC_KEY_WORDS = frozenset({"restaurants", "restaurant", "business", "good", "for", "attributes"})
+# What answers call a parent record instead of its key ("Ambience" -> "the atmosphere is casual").
+PARENT_ALIASES = {
+    "ambience": {"ambience", "ambiance", "atmosphere", "vibe", "decor", "setting", "feel", "environment",
+                 "described"},
+    "parking": {"parking", "park"},
+}
+FALSE_STRINGS = frozenset({"no", "none", "false", "u'no'", "u'none'", "'no'", "'none'"})
+TRUE_STRINGS = frozenset({"yes", "true"})
+# Words that deny an attribute beyond the general negations ("outdoor seating is unavailable").
+EXTRA_NEGATIONS = frozenset({"lack", "lacks", "lacking", "unavailable", "closed", "nor"})
+# An attribute's claim ends at a contrast ("It provides takeout, though it does not accept
+# reservations"), not at a comma: "does not offer WiFi, reservations or music" denies all three.
+_CLAIM_CUT = re.compile(r";|\b(?:but|though|although|however|while|whereas)\b"
+                        r"|,(?=\s+(?:it|they|there|this|the \w+) (?:does|do|is|are|has|have|offers?|provides?)\b)",
+                        re.IGNORECASE)
+# A schedule ends at a comma too, and at "and" before another one ("9 am to 5 pm on weekdays and from
+# 10 am on Saturdays").
+_SCHEDULE_CUT = re.compile(_CLAIM_CUT.pattern + r"|,|\band\b(?=\s+(?:from|on|until|opens?|closes?|closing|between|at|extend\w*)\b)",
+                           re.IGNORECASE)
+# An answer that says the record leaves something out claims nothing about it.
+_UNSTATED = re.compile(r"\b(?:not|never) (?:specified|mentioned|stated|listed|included|indicated|provided|given)\b"
+                       r"|\bno (?:information|mention|data|details)\b"
+                       r"|\b(?:does|do)(?:n't| not) (?:include|mention|specify|say|state|list|indicate)\b", re.IGNORECASE)
+DAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
+_DAY = r"(monday|tuesday|wednesday|thursday|friday|saturday|sunday)s?"
+_DAY_RANGE = re.compile(rf"\b{_DAY}\s*(?:to|through|thru|till|until|-|–)\s*{_DAY}\b", re.IGNORECASE)
+_ONE_DAY = re.compile(rf"\b{_DAY}\b", re.IGNORECASE)
+_GROUP_DAYS = {"weekdays": DAYS[:5], "weekends": DAYS[5:], "weekend": DAYS[5:]}
+_GROUP = re.compile(r"\b(weekdays|weekends?)\b", re.IGNORECASE)
+# Lower-case "daily" only: "Our Daily Bread" is a name.
+_EVERY_DAY = re.compile(r"\b(?:[Ee]very ?day|daily|[Ss]even days|7 days|all week|[Ee]ach day|whole week)\b")
+# How an answer says an attribute holds ("take-out is available", "it accepts reservations"): in a
+# clause that restates an attribute as the record has it, these words are supported too.
+AVAILABILITY_WORDS = ("available offers offer provides provide accepts accept takes take features allows allow "
+                      "serves serve options option services service welcome accommodates caters includes")
+_HOURS_VALUE = re.compile(r"(\d{1,2}):(\d{1,2})")
+MAX_RECORD_CHARS = 200_000  # the gate's own cap on a text; a longer context is not parsed
+
+
+@dataclass(frozen=True)
+class Attribute:
+    path: tuple[str, ...]          # the key path, as written ("attributes", "BusinessParking", "street")
+    words: tuple[str, ...]         # stems that name the leaf ("street",); all must appear
+    joined: str                    # the leaf's words run together ("takeout"), as answers also write them
+    parent_words: frozenset[str]   # stems one of which must appear for a nested leaf; empty at top level
+    value: bool | None
+
+
+@dataclass(frozen=True)
+class Record:
+    attributes: tuple[Attribute, ...]
+    hours: dict[str, frozenset[str]] = field(default_factory=dict)  # open day -> its "HH:MM" times
+
+    @property
+    def list_words(self) -> frozenset[str]:
+        """Stems that may run between an attribute and its copula: other attributes, "and", "or"."""
+        words = {w for a in self.attributes for w in (*a.words, *a.parent_words)}
+        return frozenset(words | _LIST_GLUE)
+
+
+@dataclass(frozen=True)
+class RecordCheck:
+    conflicts: tuple[str, ...] = ()   # what the sentence gets wrong, in words ("claims Ambience.casual (false)")
+    explains_negation: bool = False   # the sentence's negation restates a false attribute or a closed day
+    explains_every_day: bool = False  # "seven days a week" against a record open all seven
+    supported_stems: frozenset[str] = frozenset()  # words of attributes restated as the record has them
+
+
+def parse_record(context: str) -> Record | None:
+    """The context as one record, or None when it is prose (or unreadable)."""
+    return _parse_record(context.strip()) if len(context) <= MAX_RECORD_CHARS else None
+
+
+@lru_cache(maxsize=64)
+def _parse_record(stripped: str) -> Record | None:
+    if not stripped.startswith("{"):
+        return None
+    try:
+        data = json.loads(stripped)
+    except ValueError:
+        try:
+            data = ast.literal_eval(stripped)  # Python's repr of a dict: 'name': 'x', True, None
+        except (ValueError, SyntaxError, MemoryError, RecursionError):
+            return None
+    if not isinstance(data, dict):
+        return None
+    attributes: list[Attribute] = []
+    _collect(data, (), attributes)
+    return Record(tuple(attributes), _hours(data.get("hours")))
+
+
+def _key_words(key: str) -> list[tuple[str, str]]:
+    """(lower-case word, stem) of a key's words that name something ("RestaurantsTakeOut" -> take, out)."""
+    return [(t.text, t.stem) for t in tokenize(key.replace("_", " "))
+            if not t.is_number and t.text not in GENERIC_KEY_WORDS]
+
+
+def _collect(node: dict, path: tuple[str, ...], out: list[Attribute]) -> None:
+    for key, value in node.items():
+        key = str(key)
+        if isinstance(value, dict):
+            _collect(value, path + (key,), out)
+            continue
+        if key.lower() == "hours":
+            continue  # opening hours are read as a schedule (`_hours`), a null one says nothing
+        if isinstance(value, str):
+            lowered = value.strip().lower()
+            value = False if lowered in FALSE_STRINGS else True if lowered in TRUE_STRINGS else "other"
+        if value is not None and not isinstance(value, bool):
+            continue
+        words = _key_words(key)
+        if not words:
+            continue
+        parents: set[str] = set()
+        for text, stem in (_key_words(path[-1]) if path else []):
+            parents.add(stem)
+            parents |= {t.stem for alias in PARENT_ALIASES.get(text, ()) for t in tokenize(alias)}
+        out.append(Attribute(path + (key,), tuple(stem for _, stem in words), "".join(text for text, _ in words),
+                             frozenset(parents), value))
+
+
+def _hours(hours) -> dict[str, frozenset[str]]:
+    if not isinstance(hours, dict):
+        return {}
+    result = {}
+    for day, span in hours.items():
+        if str(day).lower() in DAYS and isinstance(span, str):
+            result[str(day).lower()] = frozenset(f"{int(h):02d}:{int(m):02d}" for h, m in _HOURS_VALUE.findall(span))
+    return result
+
+
+_AVAILABILITY = frozenset(t.stem for t in tokenize(AVAILABILITY_WORDS))
+_DENIALS = NEGATIONS | EXTRA_NEGATIONS
+_LIST_GLUE = frozenset(t.stem for t in tokenize("and or services service options option"))
+_COPULA = frozenset("is are was were be been being also currently still".split())
+_RATHER_THAN = re.compile(r"\b(rather than|instead of)\b", re.IGNORECASE)
+
+
+def _clauses(sentence: str, cut: re.Pattern) -> list[str]:
+    return [c for c in cut.split(sentence) if c and c.strip()]
+
+
+def _mention(attribute: Attribute, tokens: list[Token], stems: set[str]) -> tuple[int, int] | None:
+    """(first, last) token index of the attribute's name in the clause, or None when it is not named."""
+    if attribute.parent_words and not attribute.parent_words & stems:
+        return None
+    for i, token in enumerate(tokens):
+        if token.text.replace("-", "") == attribute.joined or (
+                i + 1 < len(tokens) and token.text + tokens[i + 1].text == attribute.joined):
+            return i, i + (token.text.replace("-", "") != attribute.joined)
+    if all(w in stems for w in attribute.words):
+        at = [i for i, t in enumerate(tokens) if t.stem in attribute.words]
+        return min(at), max(at)
+    return None
+
+
+def _is_denied(tokens: list[Token], first: int, last: int, listed: frozenset[str]) -> bool:
+    """Negation in scope of a mention: before it in the clause ("does not offer WiFi, reservations
+    or music"), or right after it past a copula ("outdoor seating is not available") and the rest of
+    a list of attributes ("garage, street and valet parking are not available"): `listed`."""
+    if any(t.text in _DENIALS for t in tokens[:first]):
+        return True
+    for token in tokens[last + 1:]:
+        if token.text in _DENIALS and token.text != "without":
+            return True
+        if token.text not in _COPULA and token.stem not in listed:
+            return False
+    return False
+
+
+def _days_claimed(clause: str) -> set[str]:
+    days: set[str] = set()
+    for match in _DAY_RANGE.finditer(clause):
+        first, last = DAYS.index(match.group(1).lower()), DAYS.index(match.group(2).lower())
+        span = range(first, last + 1) if first <= last else [*range(first, 7), *range(0, last + 1)]
+        days |= {DAYS[i] for i in span}
+    days |= {m.group(1).lower() for m in _ONE_DAY.finditer(clause)}
+    for match in _GROUP.finditer(clause):
+        days |= set(_GROUP_DAYS[match.group(1).lower()])
+    return days
+
+
+def record_checks(sentence: str, record: Record | None) -> RecordCheck:
+    """What the sentence claims about the record that the record contradicts, or explains."""
+    if record is None:
+        return RecordCheck()
+    conflicts: list[str] = []
+    supported: set[str] = set()
+    explains_negation = explains_every_day = False
+    if _UNSTATED.search(sentence):
+        return RecordCheck(explains_negation=True)  # "WiFi and reservations are not specified"
+    for clause in _clauses(sentence, _CLAIM_CUT):
+        tokens = tokenize(_RATHER_THAN.sub(" without ", clause))  # denies what follows only
+        stems = {t.stem for t in tokens}
+        for attribute in record.attributes:
+            mention = _mention(attribute, tokens, stems)
+            if mention is None:
+                continue
+            denied = _is_denied(tokens, *mention, record.list_words)
+            name = ".".join(attribute.path[-2:])
+            if attribute.value is True and denied:
+                conflicts.append(f"denies {name} (true)")
+            elif attribute.value is not True and not denied:
+                conflicts.append(f"claims {name} ({'null' if attribute.value is None else 'false'})")
+            else:
+                explains_negation = explains_negation or denied
+                # "take-out is available", "the atmosphere is casual": the restatement's own words.
+                supported |= _AVAILABILITY | set(attribute.words) | (attribute.parent_words & stems)
+                supported |= {t.stem for t in tokens if t.text in _DENIALS}
+                supported |= {t.stem for t in tokens[mention[0]:mention[1] + 1]}
+    for clause in _clauses(sentence, _SCHEDULE_CUT) if record.hours else []:
+        words = {t.text for t in tokenize(clause)}
+        negated = bool(_DENIALS & words)
+        conflicts += _hours_conflicts(clause, negated, record.hours)
+        closed = set(DAYS) - set(record.hours)
+        if negated and closed & _days_claimed(clause):
+            explains_negation = True
+        if not closed and _EVERY_DAY.search(clause):
+            explains_every_day = True
+    return RecordCheck(tuple(dict.fromkeys(conflicts)), explains_negation, explains_every_day, frozenset(supported))
+
+
+def _hours_conflicts(clause: str, negated: bool, hours: dict[str, frozenset[str]]) -> list[str]:
+    if negated:
+        return []  # "closed on Mondays" is a claim about closed days, checked above as an explanation
+    closed = set(DAYS) - set(hours)
+    days = set(DAYS) if _EVERY_DAY.search(clause) else _days_claimed(clause)
+    conflicts = [f"open on {day} (closed)" for day in DAYS if day in days & closed]
+    times = clock_times(clause)
+    open_days = days - closed
+    if times and open_days:
+        # A time stated for several days must be an opening or closing time of most of them: "5 pm to
+        # 9 pm Monday through Sunday, until 10 pm on Fridays" states the rule, then its exceptions.
+        conflicts += [f"{time} on {', '.join(sorted(open_days, key=DAYS.index))}" for time in sorted(times)
+                      if 2 * sum(time in hours[day] for day in open_days) <= len(open_days)]
+    return conflicts
