@@ -118,7 +118,7 @@ def sentence_support(answer: str, context: str) -> list[SentenceSupport]:
         found = sum(claim_weight(t) for t in content if t.stem in context_stems or t.stem in checks.supported_stems)
         support = found / total if total else 1.0
         missing_numbers = tuple(t.text for t in content if t.is_number and t.stem not in context_numbers
-                                and not (checks.explains_every_day and t.stem == "7"))
+                                and t.stem not in checks.explained_numbers)
         negated = bool(NEGATIONS & {t.text for t in tokens})
         # A negation the context never uses flips a claim that otherwise shares all its words,
         # unless it restates a record's false attribute ("does not take reservations").

@@ -15,7 +15,7 @@ hallucinations are of these two kinds. `record_checks` reads one answer sentence
 - **hours**: a record's `hours` mapping of weekday -> "9:0-14:0". "Every day", "seven days a week"
   or a day range that takes in a closed day is a conflict; so is a clock time stated for days
   whose hours do not include it ("open 8 am to 2 pm Monday to Friday" when Tuesday opens at 16:30).
-  Stating every day when the record has all seven explains the sentence's "seven".
+  Stating every day when the record has all seven makes its "seven" a supported number.
 
 Nothing here applies to prose contexts: `parse_record` returns None unless the whole context is one
 record, and then every check is empty.
@@ -26,7 +26,7 @@ from __future__ import annotations
 import ast
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import lru_cache
 
 from .text import NEGATIONS, Token, clock_times, tokenize
@@ -68,7 +68,6 @@ _EVERY_DAY = re.compile(r"\b(?:[Ee]very ?day|daily|[Ss]even days|7 days|all week
 # clause that restates an attribute as the record has it, these words are supported too.
 AVAILABILITY_WORDS = ("available offers offer provides provide accepts accept takes take features allows allow "
                       "serves serve options option services service welcome accommodates caters includes")
-_HOURS_VALUE = re.compile(r"(\d{1,2}):(\d{1,2})")
 MAX_RECORD_CHARS = 200_000  # the gate's own cap on a text; a longer context is not parsed
 
 
@@ -84,32 +83,30 @@ class Attribute:
 @dataclass(frozen=True)
 class Record:
     attributes: tuple[Attribute, ...]
-    hours: dict[str, frozenset[str]] = field(default_factory=dict)  # open day -> its "HH:MM" times
-
-    @property
-    def list_words(self) -> frozenset[str]:
-        """Stems that may run between an attribute and its copula: other attributes, "and", "or"."""
-        words = {w for a in self.attributes for w in (*a.words, *a.parent_words)}
-        return frozenset(words | _LIST_GLUE)
+    hours: dict[str, frozenset[str]]  # open day -> its "HH:MM" times; empty when the record has none
+    closed_days: frozenset[str]       # weekdays the hours leave out (none when there are no hours)
+    list_words: frozenset[str]        # stems that may run between an attribute and its copula (`_is_denied`)
 
 
 @dataclass(frozen=True)
 class RecordCheck:
     conflicts: tuple[str, ...] = ()   # what the sentence gets wrong, in words ("claims Ambience.casual (false)")
     explains_negation: bool = False   # the sentence's negation restates a false attribute or a closed day
-    explains_every_day: bool = False  # "seven days a week" against a record open all seven
     supported_stems: frozenset[str] = frozenset()  # words of attributes restated as the record has them
+    # Numbers the record states in other words: "seven" days a week against a record open all seven.
+    explained_numbers: frozenset[str] = frozenset()
 
 
 def parse_record(context: str) -> Record | None:
     """The context as one record, or None when it is prose (or unreadable)."""
-    return _parse_record(context.strip()) if len(context) <= MAX_RECORD_CHARS else None
+    # Checked before stripping: a prose context costs a regex match, not a copy and a hash of it.
+    if len(context) > MAX_RECORD_CHARS or not _OPENS_RECORD.match(context):
+        return None
+    return _parse_record(context.strip())
 
 
 @lru_cache(maxsize=64)
 def _parse_record(stripped: str) -> Record | None:
-    if not stripped.startswith("{"):
-        return None
     try:
         data = json.loads(stripped)
     except ValueError:
@@ -121,7 +118,9 @@ def _parse_record(stripped: str) -> Record | None:
         return None
     attributes: list[Attribute] = []
     _collect(data, (), attributes)
-    return Record(tuple(attributes), _hours(data.get("hours")))
+    hours = _hours(data.get("hours"))
+    listed = {w for a in attributes for w in (*a.words, *a.parent_words)} | _LIST_GLUE
+    return Record(tuple(attributes), hours, frozenset(DAYS) - set(hours) if hours else frozenset(), frozenset(listed))
 
 
 def _key_words(key: str) -> list[tuple[str, str]]:
@@ -140,7 +139,9 @@ def _collect(node: dict, path: tuple[str, ...], out: list[Attribute]) -> None:
             continue  # opening hours are read as a schedule (`_hours`), a null one says nothing
         if isinstance(value, str):
             lowered = value.strip().lower()
-            value = False if lowered in FALSE_STRINGS else True if lowered in TRUE_STRINGS else "other"
+            if lowered not in FALSE_STRINGS | TRUE_STRINGS:
+                continue  # "WiFi": "free" is a value to restate, not a yes or no
+            value = lowered in TRUE_STRINGS
         if value is not None and not isinstance(value, bool):
             continue
         words = _key_words(key)
@@ -160,7 +161,7 @@ def _hours(hours) -> dict[str, frozenset[str]]:
     result = {}
     for day, span in hours.items():
         if str(day).lower() in DAYS and isinstance(span, str):
-            result[str(day).lower()] = frozenset(f"{int(h):02d}:{int(m):02d}" for h, m in _HOURS_VALUE.findall(span))
+            result[str(day).lower()] = frozenset(clock_times(span))  # "16:30-21:0" -> 16:30, 21:00
     return result
 
 
@@ -168,7 +169,10 @@ _AVAILABILITY = frozenset(t.stem for t in tokenize(AVAILABILITY_WORDS))
 _DENIALS = NEGATIONS | EXTRA_NEGATIONS
 _LIST_GLUE = frozenset(t.stem for t in tokenize("and or services service options option"))
 _COPULA = frozenset("is are was were be been being also currently still".split())
-_RATHER_THAN = re.compile(r"\b(rather than|instead of)\b", re.IGNORECASE)
+# Denials whose scope is only what follows: "casual without being trendy" affirms casual.
+_FORWARD_ONLY = frozenset({"without"})
+_RATHER_THAN = re.compile(r"\b(rather than|instead of)\b", re.IGNORECASE)  # read as "without"
+_OPENS_RECORD = re.compile(r"\s*\{")
 
 
 def _clauses(sentence: str, cut: re.Pattern) -> list[str]:
@@ -196,7 +200,7 @@ def _is_denied(tokens: list[Token], first: int, last: int, listed: frozenset[str
     if any(t.text in _DENIALS for t in tokens[:first]):
         return True
     for token in tokens[last + 1:]:
-        if token.text in _DENIALS and token.text != "without":
+        if token.text in _DENIALS and token.text not in _FORWARD_ONLY:
             return True
         if token.text not in _COPULA and token.stem not in listed:
             return False
@@ -219,13 +223,14 @@ def record_checks(sentence: str, record: Record | None) -> RecordCheck:
     """What the sentence claims about the record that the record contradicts, or explains."""
     if record is None:
         return RecordCheck()
-    conflicts: list[str] = []
-    supported: set[str] = set()
-    explains_negation = explains_every_day = False
     if _UNSTATED.search(sentence):
         return RecordCheck(explains_negation=True)  # "WiFi and reservations are not specified"
+    conflicts: list[str] = []
+    supported: set[str] = set()
+    numbers: set[str] = set()
+    explains_negation = False
     for clause in _clauses(sentence, _CLAIM_CUT):
-        tokens = tokenize(_RATHER_THAN.sub(" without ", clause))  # denies what follows only
+        tokens = tokenize(_RATHER_THAN.sub(" without ", clause))
         stems = {t.stem for t in tokens}
         for attribute in record.attributes:
             mention = _mention(attribute, tokens, stems)
@@ -246,19 +251,18 @@ def record_checks(sentence: str, record: Record | None) -> RecordCheck:
     for clause in _clauses(sentence, _SCHEDULE_CUT) if record.hours else []:
         words = {t.text for t in tokenize(clause)}
         negated = bool(_DENIALS & words)
-        conflicts += _hours_conflicts(clause, negated, record.hours)
-        closed = set(DAYS) - set(record.hours)
-        if negated and closed & _days_claimed(clause):
+        conflicts += _hours_conflicts(clause, negated, record)
+        if negated and record.closed_days & _days_claimed(clause):
             explains_negation = True
-        if not closed and _EVERY_DAY.search(clause):
-            explains_every_day = True
-    return RecordCheck(tuple(dict.fromkeys(conflicts)), explains_negation, explains_every_day, frozenset(supported))
+        if not record.closed_days and _EVERY_DAY.search(clause):
+            numbers.add("7")  # "seven days a week", as number words are read ("seven" -> 7)
+    return RecordCheck(tuple(dict.fromkeys(conflicts)), explains_negation, frozenset(supported), frozenset(numbers))
 
 
-def _hours_conflicts(clause: str, negated: bool, hours: dict[str, frozenset[str]]) -> list[str]:
+def _hours_conflicts(clause: str, negated: bool, record: Record) -> list[str]:
     if negated:
         return []  # "closed on Mondays" is a claim about closed days, checked above as an explanation
-    closed = set(DAYS) - set(hours)
+    hours, closed = record.hours, record.closed_days
     days = set(DAYS) if _EVERY_DAY.search(clause) else _days_claimed(clause)
     conflicts = [f"open on {day} (closed)" for day in DAYS if day in days & closed]
     times = clock_times(clause)
