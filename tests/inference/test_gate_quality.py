@@ -75,9 +75,9 @@ def test_a_balanced_fit_does_not_let_one_source_pay_for_anothers_misses():
 @pytest.mark.parametrize("seed", [0, 1, 2])
 @pytest.mark.parametrize("balanced", [False, True])
 def test_the_fit_is_the_best_combination_of_minimums(monkeypatch, seed, balanced):
-    # Checked against every combination on a 4-value grid (the real one has 22^4): a search that
-    # stops at a local optimum (as coordinate descent did, data-to-text friction 75% where 55% met
-    # the same limit) fails this on some seed.
+    # Checked against every combination on a 4-value grid (the real one has 22^4). Coordinate
+    # descent from minimums at 0, the search this replaced without its coarse start, misses the
+    # optimum on each of these seeds.
     import itertools
     from autovalidators.inference import calibrate
     monkeypatch.setattr(calibrate, "GRID", (0.0, 0.3, 0.6, 0.9))
