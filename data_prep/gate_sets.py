@@ -12,7 +12,8 @@ Answers, and where their labels come from:
 - XQuAD en/ru, TyDi ru: good = the context sentence that holds the gold answer; bad = that sentence
   with the answer swapped for another question's answer of the same kind (a number for a number),
   or a sentence answering another question from another article (off-topic). Extractive and
-  constructed, so friction here is a floor; it is what this repository has in Russian.
+  constructed, so friction here is a floor; it is what this repository has in Russian. A swapped
+  answer's `meta.unsupported` holds the swapped-in characters (`benchmark heuristic-spans`).
 - WikiQA: good = a sentence people judged to answer the question; bad = one from the same article
   that does not (grounded but off the question). Context = the article's sentences.
 
@@ -108,8 +109,11 @@ def reading_cases(path: Path, source: str, language: str, limit: int) -> Iterabl
             other = next((o for o in (rng.choice(pool) for _ in range(20))
                           if o.answer.lower() not in item.context.lower()), None)
             if other is not None and item.answer in sentence:
-                swapped = sentence.replace(item.answer, other.answer, 1)
-                yield _case(f"{item.id}-swap", item.question, item.context, swapped, "bad", kind="swapped", **common)
+                at = sentence.index(item.answer)
+                swapped = sentence[:at] + other.answer + sentence[at + len(item.answer):]
+                case = _case(f"{item.id}-swap", item.question, item.context, swapped, "bad", kind="swapped", **common)
+                case["meta"]["unsupported"] = [[at, at + len(other.answer)]]  # the swapped-in answer's characters
+                yield case
         else:
             other = next((o for o in (rng.choice(items) for _ in range(20)) if o.group_keys[-1] != group), None)
             if other is not None:

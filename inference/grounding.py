@@ -27,7 +27,7 @@ from typing import Sequence
 import numpy as np
 
 from . import heuristics
-from .text import NEGATIONS, Sentence, Token, language_of, split_sentences, tokenize
+from .text import NEGATIONS, Sentence, Token, language_of, split_sentences, tokenize, unsupported_phrases
 
 CHUNK_WORDS = 70  # ~90 WordPiece tokens: a chunk and a 30-token sentence fit 128 tokens
 MAX_CHUNKS = 2000  # a 200k-character context has ~500 chunks; more are cut (stated in the output)
@@ -177,26 +177,6 @@ class SentenceSignals:
     def phrases(self, max_gap: int = 1) -> list[tuple[int, int]]:
         """Unsupported phrases merged across up to `max_gap` stopwords (answer offsets)."""
         return unsupported_phrases(self.tokens, self.supported, self.sentence.start, max_gap)
-
-
-def unsupported_phrases(tokens: Sequence[Token], supported: Sequence[bool], offset: int,
-                        max_gap: int = 1) -> list[tuple[int, int]]:
-    """Answer character ranges of unsupported content tokens, merged across gaps of at most
-    `max_gap` stopword tokens (the words between "in 1998 in Berlin" belong to one claim)."""
-    ranges: list[tuple[int, int]] = []
-    gap = 0
-    for token, ok in zip(tokens, supported):
-        if not ok and not token.is_stopword:
-            if ranges and gap <= max_gap:
-                ranges[-1] = (ranges[-1][0], token.end + offset)
-            else:
-                ranges.append((token.start + offset, token.end + offset))
-            gap = 0
-        elif token.is_stopword:
-            gap += 1
-        else:
-            gap = max_gap + 1  # a supported content word ends the phrase
-    return ranges
 
 
 def sentence_signals(answer: str, context: ContextIndex) -> list[SentenceSignals]:

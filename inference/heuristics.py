@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from .records import parse_record, record_checks
-from .text import NEGATIONS, Sentence, Token, content_stems, split_sentences, tokenize
+from .text import NEGATIONS, Sentence, Token, content_stems, split_sentences, tokenize, unsupported_phrases
 
 # Stylistic filler that is neither a claim nor a hallucination.
 NOISE_PATTERNS = [
@@ -69,6 +69,20 @@ class SentenceSupport:
     unsupported_numbers: tuple[str, ...]
     negation_mismatch: bool
     record_conflicts: tuple[str, ...] = ()  # what it gets wrong about a structured context (records.py)
+    tokens: tuple[Token, ...] = ()  # the sentence's words (offsets within the sentence)
+    supported: tuple[bool, ...] = ()  # per word: the context (or its record) holds it
+
+    def unsupported_phrases(self, max_gap: int = 1, named_only: bool = False) -> list[tuple[int, int]]:
+        """Answer character ranges of its unsupported content words, merged across up to `max_gap`
+        stopwords: where in a flagged sentence the claim the context lacks is. `named_only`: only
+        the phrases holding an unsupported number or name (a word capitalised inside the sentence)."""
+        phrases = unsupported_phrases(self.tokens, self.supported, self.sentence.start, max_gap)
+        if not named_only:
+            return phrases
+        offset = self.sentence.start
+        named = [t.start + offset for t, ok in zip(self.tokens, self.supported)
+                 if not ok and (t.is_number or (t.is_capitalized and t.start > 0))]
+        return [(a, b) for a, b in phrases if any(a <= position < b for position in named)]
 
 
 def claim_weight(token: Token) -> float:
@@ -114,17 +128,19 @@ def sentence_support(answer: str, context: str) -> list[SentenceSupport]:
         tokens = tokenize(sentence.text)
         content = [t for t in tokens if not t.is_stopword]
         checks = record_checks(sentence.text, record)
+        supported = tuple((t.stem in context_numbers or t.stem in checks.explained_numbers) if t.is_number
+                          else (t.stem in context_stems or t.stem in checks.supported_stems) for t in tokens)
         total = sum(claim_weight(t) for t in content)
         found = sum(claim_weight(t) for t in content if t.stem in context_stems or t.stem in checks.supported_stems)
         support = found / total if total else 1.0
-        missing_numbers = tuple(t.text for t in content if t.is_number and t.stem not in context_numbers
-                                and t.stem not in checks.explained_numbers)
+        missing_numbers = tuple(t.text for t, ok in zip(tokens, supported) if t.is_number and not t.is_stopword and not ok)
         negated = bool(NEGATIONS & {t.text for t in tokens})
         # A negation the context never uses flips a claim that otherwise shares all its words,
         # unless it restates a record's false attribute ("does not take reservations").
         mismatch = negated and not context_negated and not checks.explains_negation
         support = capped_support(support, bool(missing_numbers), mismatch, bool(checks.conflicts))
-        results.append(SentenceSupport(sentence, False, support, missing_numbers, mismatch, checks.conflicts))
+        results.append(SentenceSupport(sentence, False, support, missing_numbers, mismatch, checks.conflicts,
+                                       tuple(tokens), supported))
     return results
 
 

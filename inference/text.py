@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 import threading
-from typing import Iterator
+from typing import Iterator, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -270,3 +270,23 @@ def split_sentences(text: str) -> list[Sentence]:
             sentences.append(Sentence(stripped, offset, offset + len(stripped)))
         position = match.end() if match else len(text)
     return sentences
+
+
+def unsupported_phrases(tokens: Sequence[Token], supported: Sequence[bool], offset: int,
+                        max_gap: int = 1) -> list[tuple[int, int]]:
+    """Answer character ranges of unsupported content tokens, merged across gaps of at most
+    `max_gap` stopword tokens (the words between "in 1998 in Berlin" belong to one claim)."""
+    ranges: list[tuple[int, int]] = []
+    gap = 0
+    for token, ok in zip(tokens, supported):
+        if not ok and not token.is_stopword:
+            if ranges and gap <= max_gap:
+                ranges[-1] = (ranges[-1][0], token.end + offset)
+            else:
+                ranges.append((token.start + offset, token.end + offset))
+            gap = 0
+        elif token.is_stopword:
+            gap += 1
+        else:
+            gap = max_gap + 1  # a supported content word ends the phrase
+    return ranges

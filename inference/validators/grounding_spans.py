@@ -43,7 +43,7 @@ from ..results import FactSpansOutput, Span, SpanLabel
 from ..text import content_stems, language_of
 from .registry import register_onnx_validator
 from .base import ValidatorInfo
-from .heuristic import HeuristicFactSpans
+from .heuristic import HeuristicFactSpans, flagged_spans
 from .pair_scorer import DEFAULT_BATCH, PairScorer
 
 THRESHOLD_KEY = "hallucination"
@@ -158,22 +158,8 @@ def sentence_spans(answer: str, signals: Sequence[SentenceSignals], unsupported:
             ranges = (narrowed or {}).get(claim) or [(s.start, s.end)]
         else:
             ranges = (signal.phrases(phrase_gap) if span_mode == "phrases" else []) or [(s.start, s.end)]
-        position = s.start
-        for start, end in ranges:
-            if answer[position:start].strip():
-                spans.append(_trimmed(answer, position, start, SpanLabel.FACT, 1.0 - p))
-            spans.append(Span(start, end, SpanLabel.HALLUCINATION, p, answer[start:end]))
-            position = end
-        if answer[position:s.end].strip():
-            spans.append(_trimmed(answer, position, s.end, SpanLabel.FACT, 1.0 - p))
+        spans.extend(flagged_spans(answer, s.start, s.end, ranges, p))
     return spans
-
-
-def _trimmed(answer: str, start: int, end: int, label: SpanLabel, score: float) -> Span:
-    piece = answer[start:end]
-    left = len(piece) - len(piece.lstrip())
-    right = len(piece.rstrip())
-    return Span(start + left, start + right, label, score, piece.strip())
 
 
 class GroundingFactSpans:

@@ -22,12 +22,26 @@ if TYPE_CHECKING:
 HEURISTIC_VERSION = "heuristic-1"
 # Sentence support below this marks the sentence a hallucination.
 SUPPORTED_AT = 0.6
+SPAN_MODES = ("sentence", "phrases", "named_phrases")
 
 
 class HeuristicFactSpans:
-    """Sentence-level grounding from shared content stems, exact numbers and negations."""
+    """Sentence-level grounding from shared content stems, exact numbers and negations.
+
+    A sentence is flagged when its support is below SUPPORTED_AT; `span_mode` says which of its
+    characters become HALLUCINATION: all of them ("sentence"), or only its unsupported phrases,
+    content words the context lacks merged across up to `phrase_gap` stopwords ("phrases"), or
+    only those of them holding an unsupported number or name ("named_phrases"); the whole sentence
+    when no phrase qualifies (every word in the context, e.g. a negation the context never makes).
+    Either way the answer's scores, and so every gate decision, are the same.
+    """
 
     info = ValidatorInfo("fact_spans", "heuristic", HEURISTIC_VERSION)
+
+    def __init__(self, span_mode: str = "sentence", phrase_gap: int = 1):
+        if span_mode not in SPAN_MODES:
+            raise ValueError(f"span_mode {span_mode!r}: choose from {', '.join(SPAN_MODES)}")
+        self.span_mode, self.phrase_gap = span_mode, phrase_gap
 
     def predict(self, cases: Sequence[Case]) -> list[FactSpansOutput]:
         return [self._one(case) for case in cases]
@@ -51,7 +65,7 @@ class HeuristicFactSpans:
             if item.support >= SUPPORTED_AT:
                 spans.append(Span(s.start, s.end, SpanLabel.FACT, item.support, s.text))
             else:
-                spans.append(Span(s.start, s.end, SpanLabel.HALLUCINATION, 1.0 - item.support, s.text))
+                spans.extend(self._flagged(case.answer, item))
         precision = weighted_support / weighted_total if weighted_total else 1.0
         hallucination_score = max(
             (sp.score for sp in spans if sp.label is SpanLabel.HALLUCINATION), default=0.0
@@ -64,6 +78,33 @@ class HeuristicFactSpans:
             recall=heuristics.fact_recall(case.answer, context),
             spans=tuple(spans),
         )
+
+
+    def _flagged(self, answer: str, item: heuristics.SentenceSupport) -> list[Span]:
+        s = item.sentence
+        ranges = (item.unsupported_phrases(self.phrase_gap, named_only=self.span_mode == "named_phrases")
+                  if self.span_mode != "sentence" else [])
+        return flagged_spans(answer, s.start, s.end, ranges or [(s.start, s.end)], 1.0 - item.support)
+
+
+def flagged_spans(answer: str, start: int, end: int, ranges: Sequence[tuple[int, int]], p: float) -> list[Span]:
+    """A flagged sentence `answer[start:end]` as HALLUCINATION over `ranges` (P(unsupported) `p`)
+    and FACT over the text between them."""
+    spans, position = [], start
+    for first, last in ranges:
+        if answer[position:first].strip():
+            spans.append(_trimmed(answer, position, first, SpanLabel.FACT, 1.0 - p))
+        spans.append(Span(first, last, SpanLabel.HALLUCINATION, p, answer[first:last]))
+        position = last
+    if answer[position:end].strip():
+        spans.append(_trimmed(answer, position, end, SpanLabel.FACT, 1.0 - p))
+    return spans
+
+
+def _trimmed(answer: str, start: int, end: int, label: SpanLabel, score: float) -> Span:
+    piece = answer[start:end]
+    left = len(piece) - len(piece.lstrip())
+    return Span(start + left, start + len(piece.rstrip()), label, score, piece.strip())
 
 
 class HeuristicQARelevance:

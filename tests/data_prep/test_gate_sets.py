@@ -31,6 +31,12 @@ def test_each_constructed_answer_carries_the_label_of_what_it_is(tmp_path):
         assert gold["answer"] in gold["context"] and gold["answer"].endswith(".")
     for bad in by_kind.get("swapped", []):  # one answer replaced by another question's of the same kind
         assert bad["label"] == "bad" and bad["answer"] not in bad["context"]
+        (start, end), = bad["meta"]["unsupported"]  # where the swapped-in answer sits
+        gold = next(g for g in by_kind["extractive"] if g["id"] == bad["id"].replace("-swap", "-gold"))
+        assert bad["answer"][:start] + bad["answer"][end:] != gold["answer"]
+        assert bad["answer"][:start] == gold["answer"][:start]
+        assert bad["answer"][end:] == gold["answer"][len(gold["answer"]) - len(bad["answer"]) + end:]
+        assert bad["answer"][start:end] not in bad["context"]
     for bad in by_kind.get("off_topic", []) + by_kind.get("should_abstain", []):
         assert bad["label"] == "bad"
     for miss in by_kind.get("should_abstain", []):  # the gold sentence over another article's paragraph

@@ -179,3 +179,52 @@ def test_camel_case_keys_of_structured_context_read_as_words():
     assert [t.text for t in tokenize("NASA and Paris")] == ["nasa", "and", "paris"]  # no camel, no cut
     context = '{"OutdoorSeating": false, "RestaurantsReservations": true}'
     assert heuristics.context_quality("Is there outdoor seating?", context) == 1.0
+
+
+def _labelled(spans):
+    return [(s.label.value, s.text) for s in spans]
+
+
+def test_heuristic_span_modes_mark_the_same_sentences_with_the_same_scores():
+    from autovalidators.inference.case import Case
+    from autovalidators.inference.validators.heuristic import HeuristicFactSpans
+
+    case = Case(id="1", question="", context=["The tower was completed in 1889 in Paris by Gustave Eiffel."],
+                answer="The tower was completed in 1925 in Berlin by Gustave Eiffel. It is in Paris.")
+    whole, phrases, named = (HeuristicFactSpans(mode).predict([case])[0]
+                             for mode in ("sentence", "phrases", "named_phrases"))
+    assert _labelled(whole.spans) == [("HALLUCINATION", "The tower was completed in 1925 in Berlin by Gustave Eiffel."),
+                                      ("FACT", "It is in Paris.")]
+    assert ("HALLUCINATION", "1925 in Berlin") in _labelled(phrases.spans)
+    assert [t for label, t in _labelled(phrases.spans) if label == "HALLUCINATION"] == ["1925 in Berlin"]
+    assert [t for label, t in _labelled(named.spans) if label == "HALLUCINATION"] == ["1925 in Berlin"]
+    # Narrowing moves characters, never a score: the gate decides the same.
+    for other in (phrases, named):
+        assert (other.precision, other.hallucination_score, other.hallucinated) == \
+            (whole.precision, whole.hallucination_score, whole.hallucinated)
+
+
+def test_named_phrases_keep_only_phrases_with_an_unsupported_number_or_name_else_the_sentence():
+    from autovalidators.inference.case import Case
+    from autovalidators.inference.validators.heuristic import HeuristicFactSpans
+
+    context = ["The committee met on Monday and approved the budget."]
+    invented = Case(id="1", question="", context=context,
+                    answer="The committee met on Monday, praised Olga Petrova, and approved the budget quickly.")
+
+    def flagged(mode: str, case: Case) -> list[str]:
+        return [t for label, t in _labelled(HeuristicFactSpans(mode).predict([case])[0].spans) if label == "HALLUCINATION"]
+
+    assert flagged("phrases", invented) == ["praised Olga Petrova", "quickly"]
+    assert flagged("named_phrases", invented) == ["praised Olga Petrova"]
+    unnamed = Case(id="2", question="", context=context,
+                   answer="The committee quarrelled loudly, postponed voting indefinitely and disbanded.")
+    spans = _labelled(HeuristicFactSpans("named_phrases").predict([unnamed])[0].spans)
+    assert spans == [("HALLUCINATION", unnamed.answer)]
+
+
+def test_an_unknown_span_mode_is_refused():
+    from autovalidators.inference.validators.heuristic import HeuristicFactSpans
+
+    with pytest.raises(ValueError, match="span_mode 'words'"):
+        HeuristicFactSpans("words")

@@ -1,4 +1,5 @@
-"""`autovalidators train|export fact-spans-combiner`: the fact-span model's stacked combiner.
+"""`autovalidators train|export fact-spans-combiner`: the fact-span model's stacked combiner;
+`autovalidators benchmark heuristic-spans`: the lexical heuristic's span modes.
 
 Nothing heavy is imported here; command bodies import scikit-learn and onnxruntime.
 """
@@ -12,7 +13,7 @@ from typing import Optional
 
 import typer
 
-from autovalidators.inference.cli import console, export_app, train_app
+from autovalidators.inference.cli import benchmark_app, console, export_app, train_app
 from autovalidators.inference.config import CONFIG_DIR, ConfigError, load_config
 
 DEFAULT_CONFIG = CONFIG_DIR / "fact_spans_combiner.yaml"
@@ -64,3 +65,28 @@ def export_combiner_command(
         console.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(code=2) from None
     console.print(f"wrote {to}: " + ", ".join(f"{k} ({v[:12]}…)" for k, v in manifest.files.items()))
+
+
+@benchmark_app.command("heuristic-spans", help="Character F1 of the lexical heuristic's span modes per judged set.")
+def benchmark_heuristic_spans_command(
+    split: str = typer.Option("dev", help="dev (choose a mode here) or test (the leave-one-out benchmark's held-out rows)"),
+    data_dir: Path = typer.Option(Path("prepared/grounding"), help="`autovalidators prepare grounding` output"),
+    gate_sets: Path = typer.Option(Path("out/gate_sets"), help="`autovalidators prepare gate-sets` output"),
+    output: Optional[Path] = typer.Option(None, help="JSON report (default: out/benchmarks/heuristic_spans_<split>.json)"),
+) -> None:
+    from autovalidators.training.benchmarks.common import machine, print_table
+    from autovalidators.training.benchmarks.heuristic_spans import MODES, compare_span_modes, table_rows
+
+    try:
+        report = compare_span_modes(data_dir, split, gate_sets)
+    except (FileNotFoundError, ValueError) as exc:
+        console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(code=2) from None
+    report.update(command=f"autovalidators benchmark heuristic-spans --split {split} --data-dir {data_dir} --gate-sets {gate_sets}",
+                  machine=machine())
+    output = output or Path("out") / "benchmarks" / f"heuristic_spans_{split}.json"
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(json.dumps(report, indent=2) + "\n")
+    print_table(f"heuristic character F1 by span mode ({split}; Δ vs {next(iter(MODES))}, paired bootstrap)",
+                table_rows(report), ["set", "rows", *MODES], console=console)
+    console.print(f"wrote {output}")

@@ -1,0 +1,62 @@
+"""benchmark heuristic-spans on tiny offline data: every mode scored on each span set, dev and
+test rows read from where the other benchmarks read them, swapped answers per language."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from autovalidators.data_prep.io import write_jsonl
+from autovalidators.training.benchmarks.heuristic_spans import MODES, compare_span_modes, table_rows
+
+CONTEXT = "The bridge opened in 1932 in Sydney. It was designed by John Bradfield."
+
+
+def _judged(i: int, source: str) -> dict:
+    # A faithful sentence, then one whose year and city the context never states.
+    text = "The bridge opened in 1932 in Sydney. It was designed by John Bradfield in 1977 in Melbourne."
+    start = text.index("1977")
+    return {"id": f"{source}-{i}", "source": source, "group": f"g{i}", "granularity": "span", "context": CONTEXT,
+            "text": text, "label": 0, "unsupported": [[start, start + len("1977 in Melbourne")]], "question": ""}
+
+
+def _swapped(i: int, language: str) -> dict:
+    answer = "Мост открылся в 1932 году в Перми." if language == "ru" else "The bridge opened in 1932 in Perth."
+    swapped = "Пермь" if language == "ru" else "Perth"
+    start = answer.index(swapped[:4])
+    return {"id": f"x{i}-swap", "question": "Where?", "context": CONTEXT, "answer": answer, "label": "bad",
+            "meta": {"dataset": "xquad", "task": "QA", "language": language, "kind": "swapped", "group": f"g{i}",
+                     "unsupported": [[start, answer.index(".", start)]]}}
+
+
+@pytest.fixture()
+def folders(tmp_path) -> tuple[Path, Path]:
+    data, gate_sets = tmp_path / "grounding", tmp_path / "gate_sets"
+    write_jsonl(data / "answers" / "dev.jsonl", [_judged(i, "xsumfaith") for i in range(4)]
+                + [{**_judged(9, "begin"), "granularity": "response"}])
+    write_jsonl(gate_sets / "dev.jsonl", [_swapped(i, lang) for i in range(3) for lang in ("en", "ru")]
+                + [{**_swapped(7, "en"), "meta": {"kind": "extractive", "language": "en", "dataset": "xquad"}}])
+    return data, gate_sets
+
+
+def test_every_mode_is_scored_on_each_span_set_and_narrowing_shows_where_the_claim_is(folders):
+    data, gate_sets = folders
+    report = compare_span_modes(data, "dev", gate_sets)
+    assert list(report["sets"]) == ["xsumfaith", "swapped/en", "swapped/ru"]  # response-labelled rows have no spans
+    assert report["sets"]["swapped/ru"]["rows"] == 3
+    xsum = report["sets"]["xsumfaith"]
+    # The whole second sentence against the unsupported phrase: narrowing is exact here, the sentence is not.
+    assert xsum["phrases_gap1"]["char"]["f1"] == pytest.approx(1.0)
+    assert xsum["sentence"]["char"]["precision"] < 0.6
+    assert xsum["sentence"]["example"] == xsum["phrases_gap1"]["example"]  # same answers flagged
+    assert set(xsum["versus_sentence"]) == set(MODES) - {"sentence"}
+    assert [row["set"] for row in table_rows(report)] == ["xsumfaith", "swapped/en", "swapped/ru", "mean"]
+
+
+def test_a_missing_split_or_file_is_a_clear_error(folders, tmp_path):
+    data, gate_sets = folders
+    with pytest.raises(ValueError, match="choose dev or test"):
+        compare_span_modes(data, "train", gate_sets)
+    with pytest.raises(FileNotFoundError, match="prepare gate-sets"):
+        compare_span_modes(data, "dev", tmp_path / "nowhere")

@@ -1,0 +1,112 @@
+"""`autovalidators benchmark heuristic-spans`: which characters of a flagged sentence the lexical
+heuristic should mark, chosen on dev rows and confirmed once on the held-out ones.
+
+Why: the heuristic flags sentences, and a flagged sentence used to be HALLUCINATION from its first
+character to its last, while RAGTruth's spans cover a few words ("in 2019", "the CDC"). Marking only
+the words the context lacks changes no score and no gate decision (the answer's precision and worst
+span score come from sentence support), only the character spans a reader is pointed at.
+
+Each span mode (`MODES`) is scored on the span-labelled rows of every judged set: `--split dev`
+reads `answers/dev.jsonl` (where a mode is chosen), `--split test` the rows `benchmark fact-spans
+--leave-one-out` scores (RAGTruth and FaithBench `heldout/`, the others `answers/test.jsonl`); both
+add the swapped-answer cases of `prepare gate-sets` (English and Russian; `SWAPPED_SETS`). Per set:
+character P/R/F1 and, against the first mode (today's default), a paired bootstrap.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from autovalidators.data_prep.io import read_jsonl
+from autovalidators.inference.validators.heuristic import HeuristicFactSpans
+
+from autovalidators.training.benchmarks.fact_spans_loo import held_out_sets, set_of
+from autovalidators.training.benchmarks.grounding import score_judged
+from autovalidators.training.benchmarks.span_scoring import paired_bootstrap, score_group
+
+# name -> HeuristicFactSpans arguments; the first is the reference the others are compared with.
+MODES: dict[str, dict[str, Any]] = {
+    "sentence": {"span_mode": "sentence"},
+    "phrases_gap0": {"span_mode": "phrases", "phrase_gap": 0},
+    "phrases_gap1": {"span_mode": "phrases", "phrase_gap": 1},
+    "phrases_gap2": {"span_mode": "phrases", "phrase_gap": 2},
+    "phrases_gap4": {"span_mode": "phrases", "phrase_gap": 4},
+    "named_gap1": {"span_mode": "named_phrases", "phrase_gap": 1},
+    "named_gap2": {"span_mode": "named_phrases", "phrase_gap": 2},
+}
+# Sets with character labels: the others are judged per response and have no spans to compare.
+SPAN_SETS = ("ragtruth/QA", "ragtruth/Summary", "ragtruth/Data2txt", "faithbench", "xsumfaith", "wice")
+# Constructed, English and Russian: XQuAD / TyDi answers with another question's answer swapped in
+# (`prepare gate-sets`, `meta.unsupported`); the only Russian spans this repository has.
+SWAPPED_SETS = ("swapped/en", "swapped/ru")
+
+
+def swapped_rows(gate_sets: Path, split: str) -> dict[str, tuple[str, list[dict]]]:
+    """The swapped answers of `<gate_sets>/<split>.jsonl` per language, as judged span records."""
+    path = gate_sets / f"{split}.jsonl"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: missing; run `autovalidators prepare gate-sets`")
+    by_set: dict[str, list[dict]] = {}
+    for case in read_jsonl(path):
+        meta = case.get("meta", {})
+        if meta.get("kind") == "swapped" and meta.get("unsupported"):
+            by_set.setdefault(f"swapped/{meta['language']}", []).append(
+                {"id": case["id"], "text": case["answer"], "context": case["context"], "label": 0,
+                 "granularity": "span", "unsupported": meta["unsupported"], "source": meta["dataset"]})
+    return {name: ("judged", by_set[name]) for name in SWAPPED_SETS if name in by_set}
+
+
+def rows_of(data_dir: Path, split: str, gate_sets: Path) -> dict[str, tuple[str, list[dict]]]:
+    """Span-labelled rows per set: name -> (kind, records), kind as in `fact_spans_loo`."""
+    if split not in ("dev", "test"):
+        raise ValueError(f"split {split!r}: choose dev or test")
+    swapped = swapped_rows(gate_sets, split)
+    if split == "test":
+        return {**{name: value for name, value in held_out_sets(data_dir).items() if name in SPAN_SETS}, **swapped}
+    path = data_dir / "answers" / "dev.jsonl"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: missing; run `autovalidators prepare grounding`")
+    by_set: dict[str, list[dict]] = {}
+    for record in read_jsonl(path):
+        if record["granularity"] == "span" and set_of(record) in SPAN_SETS:
+            by_set.setdefault(set_of(record), []).append(record)
+    return {**{name: ("judged", by_set[name]) for name in SPAN_SETS if name in by_set}, **swapped}
+
+
+def compare_span_modes(data_dir: Path, split: str, gate_sets: Path = Path("out/gate_sets")) -> dict[str, Any]:
+    """Per set and mode: example and character P/R/F1; per set and mode after the first, the paired
+    bootstrap of its character F1 minus the first mode's; and each mode's mean character F1 over sets."""
+    report: dict[str, Any] = {"data": str(data_dir), "gate_sets": str(gate_sets), "split": split, "modes": MODES,
+                              "sets": {}}
+    reference = next(iter(MODES))
+    for name, (kind, records) in rows_of(data_dir, split, gate_sets).items():
+        scored = {}
+        for mode, arguments in MODES.items():
+            validator = HeuristicFactSpans(**arguments)
+            scored[mode] = score_group(validator, records) if kind == "span" else score_judged(validator, records)
+        report["sets"][name] = {
+            "rows": len(records),
+            "hallucinated": scored[reference]["hallucinated"],
+            **{mode: {"example": r["example"], "char": r["char"]} for mode, r in scored.items()},
+            "versus_" + reference: {mode: paired_bootstrap(r["predictions"], scored[reference]["predictions"])
+                                    .get("char_f1") for mode, r in scored.items() if mode != reference},
+        }
+    sets = report["sets"].values()
+    report["mean_char_f1"] = {mode: sum(s[mode]["char"]["f1"] for s in sets) / max(1, len(sets)) for mode in MODES}
+    return report
+
+
+def table_rows(report: dict[str, Any]) -> list[dict[str, Any]]:
+    reference = next(iter(MODES))
+    rows = []
+    for name, result in report["sets"].items():
+        row: dict[str, Any] = {"set": name, "rows": result["rows"]}
+        for mode in MODES:
+            row[mode] = f"{result[mode]['char']['f1']:.3f}"
+            versus = result["versus_" + reference].get(mode)
+            if versus:
+                row[mode] += f" ({versus['difference']:+.3f} [{versus['low']:+.3f}, {versus['high']:+.3f}])"
+        rows.append(row)
+    rows.append({"set": "mean", "rows": "", **{m: f"{v:.3f}" for m, v in report["mean_char_f1"].items()}})
+    return rows
