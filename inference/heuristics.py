@@ -69,6 +69,7 @@ class SentenceSupport:
     unsupported_numbers: tuple[str, ...]
     negation_mismatch: bool
     record_conflicts: tuple[str, ...] = ()  # what it gets wrong about a structured context (records.py)
+    unsupported_names: tuple[str, ...] = ()  # names (capitalised inside the sentence) the context never uses
     tokens: tuple[Token, ...] = ()  # the sentence's words (offsets within the sentence)
     supported: tuple[bool, ...] = ()  # per word: the context (or its record) holds it
 
@@ -103,20 +104,35 @@ def is_noise_sentence(sentence: Sentence) -> bool:
 
 
 def capped_support(support: float, missing_number: bool, negation_mismatch: bool,
-                   record_conflict: bool = False) -> float:
-    """A number the context never states, a negation it never uses, or a claim its record
+                   record_conflict: bool = False, missing_name: bool = False) -> float:
+    """A number or name the context never states, a negation it never uses, or a claim its record
     contradicts caps a sentence's support: each flips a claim that otherwise shares all its words."""
-    if missing_number or record_conflict:
+    if missing_number or record_conflict or missing_name:
         support = min(support, 0.3)
     if negation_mismatch:
         support = min(support, 0.4)
     return support
 
 
+# A capital after these opens a clause, not a name ('Select "Export"', "Collect your data: Ensure …").
+_CLAUSE_OPENERS = frozenset(':;"“«(\'‘-–—•*')
+# A name whose first letters a context word shares is a form of it ("Venezuelan", "Singaporean").
+NAME_PREFIX = 6
+
+
+def is_name(token: Token, sentence: str) -> bool:
+    """A word written with a capital inside its sentence, not after a clause opener: a named thing."""
+    if not token.is_capitalized or token.is_number or token.is_stopword or token.start == 0:
+        return False
+    before = sentence[:token.start].rstrip()
+    return bool(before) and before[-1] not in _CLAUSE_OPENERS
+
+
 def sentence_support(answer: str, context: str) -> list[SentenceSupport]:
     """Per answer sentence: how much of it the context supports."""
     context_tokens = tokenize(context)
     context_stems = {t.stem for t in context_tokens}
+    context_prefixes = {t.stem[:NAME_PREFIX] for t in context_tokens if len(t.stem) >= NAME_PREFIX}
     context_numbers = {t.stem for t in context_tokens if t.is_number}
     context_negated = bool(NEGATIONS & {t.text for t in context_tokens})
     record = parse_record(context)
@@ -138,9 +154,13 @@ def sentence_support(answer: str, context: str) -> list[SentenceSupport]:
         # A negation the context never uses flips a claim that otherwise shares all its words,
         # unless it restates a record's false attribute ("does not take reservations").
         mismatch = negated and not context_negated and not checks.explains_negation
-        support = capped_support(support, bool(missing_numbers), mismatch, bool(checks.conflicts))
+        # A name the context never uses ("Perth" for "Sydney") is as checkable as a wrong number,
+        # though it moves the weighted share of a long sentence by a word or two.
+        missing_names = tuple(t.text for t, ok in zip(tokens, supported) if not ok and is_name(t, sentence.text)
+                              and t.stem[:NAME_PREFIX] not in context_prefixes)
+        support = capped_support(support, bool(missing_numbers), mismatch, bool(checks.conflicts), bool(missing_names))
         results.append(SentenceSupport(sentence, False, support, missing_numbers, mismatch, checks.conflicts,
-                                       tuple(tokens), supported))
+                                       missing_names, tuple(tokens), supported))
     return results
 
 

@@ -174,7 +174,8 @@ def _tokenize(text: str) -> list[Token]:
                                 is_capitalized=False))
             continue
         for surface, start, end in _word_parts(match):
-            lower = _ACCENT.sub("", surface.lower()).replace("ё", "е")
+            # A typographic apostrophe is an apostrophe: "George’s" and "don’t" meet "George's" and "don't".
+            lower = _ACCENT.sub("", surface.lower()).replace("ё", "е").replace("’", "'")
             is_number = surface[0].isdigit()
             if is_number:
                 stem = normalize_number(surface)

@@ -25,6 +25,42 @@ def test_changed_number_is_not_supported():
     assert changed.unsupported_numbers == ("69 million",)
 
 
+def test_a_name_the_context_never_uses_is_not_supported_however_long_the_sentence():
+    context = ("The bridge was designed by John Bradfield and opened in Sydney in 1932, after eight years of "
+               "construction by a workforce of about 1,400 men.")
+    same = heuristics.sentence_support("The bridge was designed by John Bradfield and opened in Sydney in 1932, "
+                                       "after eight years of construction.", context)[0]
+    swapped = heuristics.sentence_support("The bridge was designed by John Bradfield and opened in Perth in 1932, "
+                                          "after eight years of construction.", context)[0]
+    assert same.support >= 0.9 and same.unsupported_names == ()
+    # one word of fifteen, but the claim it makes is wrong: capped like a wrong number
+    assert swapped.support <= 0.3 and swapped.unsupported_names == ("perth",)
+    russian = "Мост спроектировал Джон Брэдфилд, и его открыли в Сиднее в 1932 году после восьми лет работ."
+    moved = heuristics.sentence_support(russian.replace("Сиднее", "Перми"), russian)[0]
+    assert heuristics.sentence_support(russian, russian)[0].support == pytest.approx(1.0)
+    assert moved.support <= 0.3 and moved.unsupported_names == ("перми",)
+
+
+@pytest.mark.parametrize("answer", [
+    "Venezuelan officials attended the summit in Panama.",          # a form of a context word
+    'To save them, select the files and click "Export" at once.',   # a capital after a quote
+    "Collect your data: Ensure that it compares categories.",       # a capital after a colon
+    "Officials of Prince George’s County attended the summit.",     # a typographic apostrophe
+])
+def test_forms_of_context_words_and_clause_openers_are_not_invented_names(answer):
+    context = ("Officials of Prince George's County and of Venezuela attended the summit in Panama. To save "
+               "them, select the files and click export at once. Collect your data and ensure that it compares "
+               "categories.")
+    support = heuristics.sentence_support(answer, context)[0]
+    assert support.unsupported_names == () and support.support > 0.6
+
+
+def test_a_typographic_apostrophe_is_an_apostrophe():
+    assert [t.stem for t in tokenize("George’s, don’t")] == [t.stem for t in tokenize("George's, don't")]
+    context = "The office is open on Mondays."
+    assert heuristics.sentence_support("The office doesn’t open on Mondays.", context)[0].negation_mismatch
+
+
 def test_cyrillic_is_tokenised_and_identical_russian_texts_are_identical():
     text = "Москва впервые упоминается в летописи в 1147 году."
     assert [t.text for t in tokenize(text)][:3] == ["москва", "впервые", "упоминается"]

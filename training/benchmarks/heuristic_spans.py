@@ -21,7 +21,7 @@ from typing import Any
 from autovalidators.data_prep.io import read_jsonl
 from autovalidators.inference.validators.heuristic import HeuristicFactSpans
 
-from autovalidators.training.benchmarks.fact_spans_loo import held_out_sets, set_of
+from autovalidators.training.benchmarks.fact_spans_loo import SETS, held_out_sets, set_of
 from autovalidators.training.benchmarks.grounding import score_judged
 from autovalidators.training.benchmarks.span_scoring import paired_bootstrap, score_group
 
@@ -35,7 +35,8 @@ MODES: dict[str, dict[str, Any]] = {
     "named_gap1": {"span_mode": "named_phrases", "phrase_gap": 1},
     "named_gap2": {"span_mode": "named_phrases", "phrase_gap": 2},
 }
-# Sets with character labels: the others are judged per response and have no spans to compare.
+# Sets with character labels; the response-judged ones (SummEdits, FIB, BEGIN, FaithDial) are
+# scored too, for example F1 alone (every mode flags the same answers).
 SPAN_SETS = ("ragtruth/QA", "ragtruth/Summary", "ragtruth/Data2txt", "faithbench", "xsumfaith", "wice")
 # Constructed, English and Russian: XQuAD / TyDi answers with another question's answer swapped in
 # (`prepare gate-sets`, `meta.unsupported`); the only Russian spans this repository has.
@@ -63,15 +64,16 @@ def rows_of(data_dir: Path, split: str, gate_sets: Path) -> dict[str, tuple[str,
         raise ValueError(f"split {split!r}: choose dev or test")
     swapped = swapped_rows(gate_sets, split)
     if split == "test":
-        return {**{name: value for name, value in held_out_sets(data_dir).items() if name in SPAN_SETS}, **swapped}
+        return {**held_out_sets(data_dir), **swapped}
     path = data_dir / "answers" / "dev.jsonl"
     if not path.is_file():
         raise FileNotFoundError(f"{path}: missing; run `autovalidators prepare grounding`")
     by_set: dict[str, list[dict]] = {}
     for record in read_jsonl(path):
-        if record["granularity"] == "span" and set_of(record) in SPAN_SETS:
+        # the span sets' rows without spans (WiCE's claims, ...) would count as flagged-nowhere answers
+        if record["granularity"] == "span" or set_of(record) not in SPAN_SETS:
             by_set.setdefault(set_of(record), []).append(record)
-    return {**{name: ("judged", by_set[name]) for name in SPAN_SETS if name in by_set}, **swapped}
+    return {**{name: ("judged", by_set[name]) for name in SETS if name in by_set}, **swapped}
 
 
 def compare_span_modes(data_dir: Path, split: str, gate_sets: Path = Path("out/gate_sets")) -> dict[str, Any]:
@@ -88,12 +90,13 @@ def compare_span_modes(data_dir: Path, split: str, gate_sets: Path = Path("out/g
         report["sets"][name] = {
             "rows": len(records),
             "hallucinated": scored[reference]["hallucinated"],
-            **{mode: {"example": r["example"], "char": r["char"]} for mode, r in scored.items()},
+            "example": scored[reference]["example"],  # the same for every mode
+            **{mode: {"char": r["char"]} for mode, r in scored.items() if "char" in r},
             "versus_" + reference: {mode: paired_bootstrap(r["predictions"], scored[reference]["predictions"])
-                                    .get("char_f1") for mode, r in scored.items() if mode != reference},
+                                    .get("char_f1") for mode, r in scored.items() if mode != reference and "char" in r},
         }
-    sets = report["sets"].values()
-    report["mean_char_f1"] = {mode: sum(s[mode]["char"]["f1"] for s in sets) / max(1, len(sets)) for mode in MODES}
+    spans = [s for s in report["sets"].values() if reference in s]
+    report["mean_char_f1"] = {mode: sum(s[mode]["char"]["f1"] for s in spans) / max(1, len(spans)) for mode in MODES}
     return report
 
 
@@ -101,12 +104,14 @@ def table_rows(report: dict[str, Any]) -> list[dict[str, Any]]:
     reference = next(iter(MODES))
     rows = []
     for name, result in report["sets"].items():
-        row: dict[str, Any] = {"set": name, "rows": result["rows"]}
+        row: dict[str, Any] = {"set": name, "rows": result["rows"], "example F1": f"{result['example']['f1']:.3f}"}
         for mode in MODES:
+            if mode not in result:
+                continue
             row[mode] = f"{result[mode]['char']['f1']:.3f}"
             versus = result["versus_" + reference].get(mode)
             if versus:
                 row[mode] += f" ({versus['difference']:+.3f} [{versus['low']:+.3f}, {versus['high']:+.3f}])"
         rows.append(row)
-    rows.append({"set": "mean", "rows": "", **{m: f"{v:.3f}" for m, v in report["mean_char_f1"].items()}})
+    rows.append({"set": "mean (span sets)", "rows": "", **{m: f"{v:.3f}" for m, v in report["mean_char_f1"].items()}})
     return rows

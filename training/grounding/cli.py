@@ -67,7 +67,7 @@ def export_combiner_command(
     console.print(f"wrote {to}: " + ", ".join(f"{k} ({v[:12]}…)" for k, v in manifest.files.items()))
 
 
-@benchmark_app.command("heuristic-spans", help="Character F1 of the lexical heuristic's span modes per judged set.")
+@benchmark_app.command("heuristic-spans", help="The lexical heuristic per judged set: example F1, and character F1 of each span mode.")
 def benchmark_heuristic_spans_command(
     split: str = typer.Option("dev", help="dev (choose a mode here) or test (the leave-one-out benchmark's held-out rows)"),
     data_dir: Path = typer.Option(Path("prepared/grounding"), help="`autovalidators prepare grounding` output"),
@@ -87,6 +87,7 @@ def benchmark_heuristic_spans_command(
     output = output or Path("out") / "benchmarks" / f"heuristic_spans_{split}.json"
     output.parent.mkdir(parents=True, exist_ok=True)
     output.write_text(json.dumps(report, indent=2) + "\n")
-    print_table(f"heuristic character F1 by span mode ({split}; Δ vs {next(iter(MODES))}, paired bootstrap)",
-                table_rows(report), ["set", "rows", *MODES], console=console)
+    print_table(f"lexical heuristic ({split}): example F1, and character F1 by span mode (Δ vs "
+                f"{next(iter(MODES))}, paired bootstrap)", table_rows(report), ["set", "rows", "example F1", *MODES],
+                console=console)
     console.print(f"wrote {output}")

@@ -43,15 +43,17 @@ def folders(tmp_path) -> tuple[Path, Path]:
 def test_every_mode_is_scored_on_each_span_set_and_narrowing_shows_where_the_claim_is(folders):
     data, gate_sets = folders
     report = compare_span_modes(data, "dev", gate_sets)
-    assert list(report["sets"]) == ["xsumfaith", "swapped/en", "swapped/ru"]  # response-labelled rows have no spans
+    assert list(report["sets"]) == ["xsumfaith", "begin", "swapped/en", "swapped/ru"]
+    assert "sentence" not in report["sets"]["begin"] and report["sets"]["begin"]["example"]  # no spans: example F1 only
     assert report["sets"]["swapped/ru"]["rows"] == 3
     xsum = report["sets"]["xsumfaith"]
     # The whole second sentence against the unsupported phrase: narrowing is exact here, the sentence is not.
     assert xsum["phrases_gap1"]["char"]["f1"] == pytest.approx(1.0)
     assert xsum["sentence"]["char"]["precision"] < 0.6
-    assert xsum["sentence"]["example"] == xsum["phrases_gap1"]["example"]  # same answers flagged
+    assert xsum["example"]["f1"] == pytest.approx(1.0)  # every answer is hallucinated and flagged
     assert set(xsum["versus_sentence"]) == set(MODES) - {"sentence"}
-    assert [row["set"] for row in table_rows(report)] == ["xsumfaith", "swapped/en", "swapped/ru", "mean"]
+    assert [row["set"] for row in table_rows(report)] == ["xsumfaith", "begin", "swapped/en", "swapped/ru",
+                                                          "mean (span sets)"]
 
 
 def test_a_missing_split_or_file_is_a_clear_error(folders, tmp_path):
