@@ -84,3 +84,29 @@ def test_the_shipped_default_passes_faithful_paraphrases(answer):
     assert fact_spans.info.kind == "heuristic"
     output, = fact_spans.predict([Case(id="p", question=QUESTION, context=CONTEXT, answer=answer)])
     assert output.applies and not output.hallucinated
+
+
+SWAPPED_NAMES = [
+    # (context, faithful answer, the same answer with one name swapped)
+    (CONTEXT, "The Eiffel Tower was designed by the engineering company of Gustave Eiffel and completed in 1889.",
+     "The Eiffel Tower was designed by the engineering company of Gustave Eiffel and completed in 1889 in Lyon."),
+    (["Эйфелева башня построена в 1889 году в Париже по проекту инженерной компании Гюстава Эйфеля."],
+     "Эйфелева башня построена в 1889 году в Париже по проекту компании Гюстава Эйфеля.",
+     "Эйфелева башня построена в 1889 году в Лионе по проекту компании Гюстава Эйфеля."),
+]
+
+
+@pytest.mark.parametrize("context, faithful, swapped", SWAPPED_NAMES, ids=["en", "ru"])
+def test_the_shipped_gate_stops_a_swapped_name_and_serves_the_faithful_answer(context, faithful, swapped):
+    """One wrong name in a sentence whose other words all stand in the context (the swapped answers of
+    `prepare gate-sets`): the shipped default flags it and the shipped gate does not serve it."""
+    from autovalidators.inference.gate import Gate
+
+    gate = Gate.from_config_file()
+    question = "Where and when was the Eiffel Tower built?" if context is CONTEXT else "Где и когда построили Эйфелеву башню?"
+    good, bad = (gate.validate(Case(id=kind, question=question, context=context, answer=answer))
+                 for kind, answer in (("good", faithful), ("bad", swapped)))
+    assert good.decision == "ACCEPT", good.reason
+    assert bad.decision != "ACCEPT" and bad.failure_type == "confident_hallucination", bad.reason
+    flagged = [s["text"] for s in bad.to_dict()["validators"]["fact_spans"]["spans"] if s["label"] == "HALLUCINATION"]
+    assert flagged and any(("Lyon" in text or "Лионе" in text) for text in flagged)
