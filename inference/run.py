@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from dataclasses import dataclass
 from typing import IO, Iterable
 
 from rich.console import Console
@@ -14,7 +15,7 @@ from rich.table import Table
 
 from .case import Case, CaseError
 from .gate import Gate
-from .results import Decision, Result
+from .results import Decision, FailureType, NextAction, Result
 
 # Rich wraps at 80 columns when output is not a terminal; decisions and reasons need more.
 console = Console(stderr=True, width=max(140, shutil.get_terminal_size((140, 24)).columns))
@@ -33,9 +34,27 @@ def _batches(items: Iterable[Case | CaseError], size: int) -> Iterable[list[Case
         yield batch
 
 
-def run_validation(gate: Gate, records: Iterable[Case | CaseError], sink: IO[str]) -> tuple[list[Result], list[CaseError]]:
+@dataclass(frozen=True, slots=True)
+class Decided:
+    """What the summary shows of one result. A whole `Result` (spans, every validator's output) is
+    written out and let go: a log of any length is validated in the memory of one batch."""
+
+    id: str
+    decision: Decision
+    failure_type: FailureType
+    next_action: NextAction
+    confidence: int
+    reason: str
+
+    @classmethod
+    def of(cls, result: Result) -> "Decided":
+        return cls(result.id, result.decision, result.failure_type, result.next_action, result.confidence,
+                   result.reason)
+
+
+def run_validation(gate: Gate, records: Iterable[Case | CaseError], sink: IO[str]) -> tuple[list[Decided], list[CaseError]]:
     """Validates records in batches, writing one JSON line per record in input order."""
-    results: list[Result] = []
+    results: list[Decided] = []
     errors: list[CaseError] = []
     for batch in _batches(records, BATCH_SIZE):
         cases = [r for r in batch if isinstance(r, Case)]
@@ -46,12 +65,12 @@ def run_validation(gate: Gate, records: Iterable[Case | CaseError], sink: IO[str
                 sink.write(json.dumps(record.to_dict(), ensure_ascii=False) + "\n")
             else:
                 result = next(by_position)
-                results.append(result)
+                results.append(Decided.of(result))
                 sink.write(json.dumps(result.to_dict(), ensure_ascii=False) + "\n")
     return results, errors
 
 
-def print_summary(results: list[Result], errors: list[CaseError], gate: Gate) -> None:
+def print_summary(results: list[Decided], errors: list[CaseError], gate: Gate) -> None:
     table = Table(title="autovalidators", show_lines=False)
     for column in ("id", "decision", "failure", "next action", "conf"):
         table.add_column(column, no_wrap=True)

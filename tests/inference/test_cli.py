@@ -132,3 +132,32 @@ def test_benchmark_gate_prints_and_writes_latency(tmp_path):
     assert 0 < report["single_case"]["p50_ms"] <= report["single_case"]["p95_ms"]
     assert "p50" in result.output
     assert "quality" not in report  # the bundled examples carry no good/bad labels: latency only
+
+
+def test_validation_lets_each_result_go_once_written(tmp_path):
+    """A log of any length is validated in the memory of one batch: what is kept per case for the
+    summary is its decision and reason, not its spans and validator outputs."""
+    import io
+    import weakref
+
+    from autovalidators.inference.case import Case
+    from autovalidators.inference.gate import Gate
+    from autovalidators.inference.run import Decided, run_validation
+
+    gate = Gate(validators=["fact_spans"])
+    produced = []
+    original = gate.validate_batch
+
+    def watched(cases):
+        results = original(cases)
+        produced.extend(weakref.ref(r) for r in results)
+        return results
+
+    gate.validate_batch = watched
+    sink = io.StringIO()
+    kept, errors = run_validation(gate, [Case(id=f"c{i}", question=GOOD["question"], context=GOOD["context"],
+                                              answer=GOOD["answer"]) for i in range(40)], sink)
+    assert not errors and len(sink.getvalue().splitlines()) == 40
+    assert [k.id for k in kept] == [f"c{i}" for i in range(40)] and all(isinstance(k, Decided) for k in kept)
+    assert kept[0].decision.value == json.loads(sink.getvalue().splitlines()[0])["decision"]
+    assert produced and all(ref() is None for ref in produced)  # no Result outlives its line

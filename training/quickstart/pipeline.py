@@ -52,7 +52,7 @@ class Outcome:
     out: Path
     timings: dict[str, float] = field(default_factory=dict)
     summary: dict[str, Any] = field(default_factory=dict)
-    results: list = field(default_factory=list)
+    results: list = field(default_factory=list)  # inference.run.Decided, one per case
     errors: list = field(default_factory=list)
     gate: Any = None
 
