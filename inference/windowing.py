@@ -27,6 +27,7 @@ No torch here: this runs inside the onnxruntime validator and is reused by train
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
@@ -86,6 +87,18 @@ def plain_tokenizer(tokenizer: Any) -> Any:
         copy.no_padding()
         cached = _PLAIN[id(backend)] = (backend, copy)
     return cached[1]
+
+
+def load_plain_tokenizer(path: str | Path) -> Any:
+    """A `tokenizers.Tokenizer` from `path` with truncation and padding switched off in place: what
+    `plain_tokenizer` gives, without keeping the file's tokenizer alive beside a copy of it (a
+    multilingual vocabulary is tens of MB each)."""
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_file(str(path))
+    tokenizer.no_truncation()
+    tokenizer.no_padding()
+    return tokenizer
 
 
 def special_token_id(tokenizer: Any, names: Sequence[str]) -> int:

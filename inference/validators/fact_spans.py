@@ -37,7 +37,7 @@ from ..case import Case
 from ..manifest import Manifest
 from ..onnx_session import OnnxSession
 from ..results import FactSpansOutput, Span, SpanLabel
-from ..windowing import WindowPlan, aggregate_windows, build_windows, pad_batch, plain_tokenizer
+from ..windowing import WindowPlan, aggregate_windows, build_windows, load_plain_tokenizer, pad_batch, plain_tokenizer
 from .registry import register_onnx_validator
 from .base import ValidatorInfo
 
@@ -186,8 +186,6 @@ class FactSpanValidator:
             threads: onnxruntime intra-op threads (default: AUTOVALIDATORS_THREADS or all cores).
             model_path: another ONNX file with the same signature (benchmarks compare fp32 this way).
         """
-        from tokenizers import Tokenizer
-
         folder = Path(folder)
         if tuple(manifest.labels) != LABELS:
             raise ValueError(f"{folder}: manifest labels {manifest.labels} are not {list(LABELS)}")
@@ -195,7 +193,7 @@ class FactSpanValidator:
         self.rule = EncodingRule.from_manifest(manifest)
         self.threshold = float(manifest.thresholds.get(THRESHOLD_KEY, 0.5))
         self.batch_size = batch_size
-        self.tokenizer = plain_tokenizer(Tokenizer.from_file(str(folder / manifest.tokenizer_file)))
+        self.tokenizer = load_plain_tokenizer(folder / manifest.tokenizer_file)
         self.session = OnnxSession(model_path or folder / manifest.model_file, threads=threads)
         self.info = ValidatorInfo("fact_spans", "onnx", manifest.version, manifest.model_sha256)
 

@@ -31,14 +31,13 @@ from pathlib import Path
 from typing import Sequence
 
 import numpy as np
-from tokenizers import Tokenizer
 
 from ..case import Case
 from ..manifest import Manifest
 from ..onnx_session import OnnxSession
 from ..results import ToneOutput
 from ..text import language_of
-from ..windowing import plain_tokenizer, special_token_id
+from ..windowing import load_plain_tokenizer, special_token_id
 from .base import ValidatorInfo
 from .heuristic import HeuristicTone, normalize_for_lexicon, tone_lexicon
 from .pair_scorer import DEFAULT_BATCH
@@ -134,7 +133,7 @@ class ToneValidator:
                              "content tokens of a window")
         self.batch_size = batch_size
         # Truncation off: the windows below decide where texts are cut.
-        self.tokenizer = plain_tokenizer(Tokenizer.from_file(str(folder / manifest.tokenizer_file)))
+        self.tokenizer = load_plain_tokenizer(folder / manifest.tokenizer_file)
         self.cls_id = special_token_id(self.tokenizer, ("[CLS]", "<s>"))
         self.sep_id = special_token_id(self.tokenizer, ("[SEP]", "</s>"))
         self.session = OnnxSession(model_path or folder / manifest.model_file, threads=threads)

@@ -134,3 +134,19 @@ def test_tokenizer_truncation_setting_is_ignored_and_left_unchanged(tokenizer):
     assert plan.n_answer_tokens == 20
     assert plan.windows[-1].context_tokens[1] == 100
     assert truncating.truncation["max_length"] == 8  # the caller's tokenizer is not modified
+
+
+def test_a_loaded_tokenizer_has_truncation_and_padding_off_in_itself(tokenizer, tmp_path):
+    """The validators load their tokenizer this way: one object, nothing cut, no second copy kept."""
+    from autovalidators.inference import windowing
+
+    truncating = Tokenizer.from_str(tokenizer.to_str())
+    truncating.enable_truncation(max_length=8)
+    truncating.enable_padding(length=12)
+    path = tmp_path / "tokenizer.json"
+    truncating.save(str(path))
+    cached = len(windowing._PLAIN)
+    loaded = windowing.load_plain_tokenizer(path)
+    assert loaded.truncation is None and loaded.padding is None
+    assert len(loaded.encode(words(100)).ids) == 100
+    assert windowing.plain_tokenizer(loaded) is loaded and len(windowing._PLAIN) == cached
