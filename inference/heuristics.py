@@ -76,13 +76,13 @@ class SentenceSupport:
     def unsupported_phrases(self, max_gap: int = 1, named_only: bool = False) -> list[tuple[int, int]]:
         """Answer character ranges of its unsupported content words, merged across up to `max_gap`
         stopwords: where in a flagged sentence the claim the context lacks is. `named_only`: only
-        the phrases holding an unsupported number or name (a word capitalised inside the sentence)."""
+        the phrases holding an unsupported number or name (`is_name`)."""
         phrases = unsupported_phrases(self.tokens, self.supported, self.sentence.start, max_gap)
         if not named_only:
             return phrases
         offset = self.sentence.start
         named = [t.start + offset for t, ok in zip(self.tokens, self.supported)
-                 if not ok and (t.is_number or (t.is_capitalized and t.start > 0))]
+                 if not ok and (t.is_number or is_name(t, self.sentence.text))]
         return [(a, b) for a, b in phrases if any(a <= position < b for position in named)]
 
 

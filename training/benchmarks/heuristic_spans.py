@@ -1,5 +1,6 @@
 """`autovalidators benchmark heuristic-spans`: which characters of a flagged sentence the lexical
-heuristic should mark, chosen on dev rows and confirmed once on the held-out ones.
+heuristic should mark: chosen on dev rows (`--split dev`); `--split test` scores the held-out
+rows, once for each mode you would ship.
 
 Why: the heuristic flags sentences, and a flagged sentence used to be HALLUCINATION from its first
 character to its last, while RAGTruth's spans cover a few words ("in 2019", "the CDC"). Marking only
