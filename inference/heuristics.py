@@ -132,7 +132,7 @@ def sentence_support(answer: str, context: str) -> list[SentenceSupport]:
     """Per answer sentence: how much of it the context supports."""
     context_tokens = tokenize(context)
     context_stems = {t.stem for t in context_tokens}
-    context_prefixes = {t.stem[:NAME_PREFIX] for t in context_tokens if len(t.stem) >= NAME_PREFIX}
+    context_prefixes: set[str] | None = None  # built on the first name the context lacks
     context_numbers = {t.stem for t in context_tokens if t.is_number}
     context_negated = bool(NEGATIONS & {t.text for t in context_tokens})
     record = parse_record(context)
@@ -144,10 +144,13 @@ def sentence_support(answer: str, context: str) -> list[SentenceSupport]:
         tokens = tokenize(sentence.text)
         content = [t for t in tokens if not t.is_stopword]
         checks = record_checks(sentence.text, record)
-        supported = tuple((t.stem in context_numbers or t.stem in checks.explained_numbers) if t.is_number
-                          else (t.stem in context_stems or t.stem in checks.supported_stems) for t in tokens)
+        # The weighted share reads every word against the context's stems; the caps read a number
+        # against its numbers (and the record's numbers in other words).
+        in_context = [t.stem in context_stems or t.stem in checks.supported_stems for t in tokens]
+        supported = tuple((t.stem in context_numbers or t.stem in checks.explained_numbers) if t.is_number else ok
+                          for t, ok in zip(tokens, in_context))
         total = sum(claim_weight(t) for t in content)
-        found = sum(claim_weight(t) for t in content if t.stem in context_stems or t.stem in checks.supported_stems)
+        found = sum(claim_weight(t) for t, ok in zip(tokens, in_context) if ok and not t.is_stopword)
         support = found / total if total else 1.0
         missing_numbers = tuple(t.text for t, ok in zip(tokens, supported) if t.is_number and not t.is_stopword and not ok)
         negated = bool(NEGATIONS & {t.text for t in tokens})
@@ -156,8 +159,10 @@ def sentence_support(answer: str, context: str) -> list[SentenceSupport]:
         mismatch = negated and not context_negated and not checks.explains_negation
         # A name the context never uses ("Perth" for "Sydney") is as checkable as a wrong number,
         # though it moves the weighted share of a long sentence by a word or two.
-        missing_names = tuple(t.text for t, ok in zip(tokens, supported) if not ok and is_name(t, sentence.text)
-                              and t.stem[:NAME_PREFIX] not in context_prefixes)
+        candidates = [t for t, ok in zip(tokens, supported) if not ok and is_name(t, sentence.text)]
+        if candidates and context_prefixes is None:
+            context_prefixes = {t.stem[:NAME_PREFIX] for t in context_tokens if len(t.stem) >= NAME_PREFIX}
+        missing_names = tuple(t.text for t in candidates if t.stem[:NAME_PREFIX] not in context_prefixes)
         support = capped_support(support, bool(missing_numbers), mismatch, bool(checks.conflicts), bool(missing_names))
         results.append(SentenceSupport(sentence, False, support, missing_numbers, mismatch, checks.conflicts,
                                        missing_names, tuple(tokens), supported))

@@ -79,7 +79,6 @@ class HeuristicFactSpans:
             spans=tuple(spans),
         )
 
-
     def _flagged(self, answer: str, item: heuristics.SentenceSupport) -> list[Span]:
         s = item.sentence
         ranges = (item.unsupported_phrases(self.phrase_gap, named_only=self.span_mode == "named_phrases")

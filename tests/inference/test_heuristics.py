@@ -231,7 +231,6 @@ def test_heuristic_span_modes_mark_the_same_sentences_with_the_same_scores():
                              for mode in ("sentence", "phrases", "named_phrases"))
     assert _labelled(whole.spans) == [("HALLUCINATION", "The tower was completed in 1925 in Berlin by Gustave Eiffel."),
                                       ("FACT", "It is in Paris.")]
-    assert ("HALLUCINATION", "1925 in Berlin") in _labelled(phrases.spans)
     assert [t for label, t in _labelled(phrases.spans) if label == "HALLUCINATION"] == ["1925 in Berlin"]
     assert [t for label, t in _labelled(named.spans) if label == "HALLUCINATION"] == ["1925 in Berlin"]
     # Narrowing moves characters, never a score: the gate decides the same.

@@ -150,3 +150,5 @@ def test_a_loaded_tokenizer_has_truncation_and_padding_off_in_itself(tokenizer, 
     assert loaded.truncation is None and loaded.padding is None
     assert len(loaded.encode(words(100)).ids) == 100
     assert windowing.plain_tokenizer(loaded) is loaded and len(windowing._PLAIN) == cached
+    text = words(40) + " , " + words(30, offset=5)
+    assert loaded.encode(text).ids == windowing.plain_tokenizer(truncating).encode(text).ids  # the same tokens

@@ -7,11 +7,12 @@ character to its last, while RAGTruth's spans cover a few words ("in 2019", "the
 the words the context lacks changes no score and no gate decision (the answer's precision and worst
 span score come from sentence support), only the character spans a reader is pointed at.
 
-Each span mode (`MODES`) is scored on the span-labelled rows of every judged set: `--split dev`
-reads `answers/dev.jsonl` (where a mode is chosen), `--split test` the rows `benchmark fact-spans
---leave-one-out` scores (RAGTruth and FaithBench `heldout/`, the others `answers/test.jsonl`); both
-add the swapped-answer cases of `prepare gate-sets` (English and Russian; `SWAPPED_SETS`). Per set:
-character P/R/F1 and, against the first mode (today's default), a paired bootstrap.
+Every judged set is scored: `--split dev` reads `answers/dev.jsonl` (where a mode is chosen),
+`--split test` the rows `benchmark fact-spans --leave-one-out` scores (RAGTruth and FaithBench
+`heldout/`, the others `answers/test.jsonl`); both add the swapped-answer cases of `prepare
+gate-sets` (English and Russian; `SWAPPED_SETS`). Per set: example P/R/F1 (the same in every mode);
+on sets with character labels, each mode (`MODES`) with character P/R/F1 and, against the first
+mode (today's default), a paired bootstrap.
 """
 
 from __future__ import annotations
@@ -78,14 +79,17 @@ def rows_of(data_dir: Path, split: str, gate_sets: Path) -> dict[str, tuple[str,
 
 
 def compare_span_modes(data_dir: Path, split: str, gate_sets: Path = Path("out/gate_sets")) -> dict[str, Any]:
-    """Per set and mode: example and character P/R/F1; per set and mode after the first, the paired
-    bootstrap of its character F1 minus the first mode's; and each mode's mean character F1 over sets."""
+    """Per set: example P/R/F1; on sets with character labels, per mode its character P/R/F1 and (after
+    the first) the paired bootstrap of its character F1 minus the first mode's; and each mode's mean
+    character F1 over those sets."""
     report: dict[str, Any] = {"data": str(data_dir), "gate_sets": str(gate_sets), "split": split, "modes": MODES,
                               "sets": {}}
     reference = next(iter(MODES))
     for name, (kind, records) in rows_of(data_dir, split, gate_sets).items():
+        # Modes differ only in character spans: a set judged per response is scored once.
+        has_spans = kind == "span" or any(r["granularity"] == "span" for r in records)
         scored = {}
-        for mode, arguments in MODES.items():
+        for mode, arguments in (MODES if has_spans else {reference: MODES[reference]}).items():
             validator = HeuristicFactSpans(**arguments)
             scored[mode] = score_group(validator, records) if kind == "span" else score_judged(validator, records)
         report["sets"][name] = {

@@ -44,7 +44,8 @@ def test_every_mode_is_scored_on_each_span_set_and_narrowing_shows_where_the_cla
     data, gate_sets = folders
     report = compare_span_modes(data, "dev", gate_sets)
     assert list(report["sets"]) == ["xsumfaith", "begin", "swapped/en", "swapped/ru"]
-    assert "sentence" not in report["sets"]["begin"] and report["sets"]["begin"]["example"]  # no spans: example F1 only
+    begin = report["sets"]["begin"]  # judged per response: example F1 only
+    assert "sentence" not in begin and begin["example"]["f1"] == pytest.approx(1.0)
     assert report["sets"]["swapped/ru"]["rows"] == 3
     xsum = report["sets"]["xsumfaith"]
     # The whole second sentence against the unsupported phrase: narrowing is exact here, the sentence is not.
