@@ -263,3 +263,23 @@ def test_an_unknown_span_mode_is_refused():
 
     with pytest.raises(ValueError, match="span_mode 'words'"):
         HeuristicFactSpans("words")
+
+
+def test_the_default_heuristic_marks_a_russian_swap_narrowly_and_an_english_sentence_whole():
+    from autovalidators.inference.case import Case
+    from autovalidators.inference.validators.heuristic import HeuristicFactSpans
+
+    russian = Case(id="ru", question="", context=["Башня была построена в 1889 году в Париже по проекту Густава Эйфеля."],
+                   answer="Башня была построена в 1925 году в Париже по проекту Густава Эйфеля.")
+    english = Case(id="en", question="", context=["The tower was completed in 1889 in Paris by Gustave Eiffel."],
+                   answer="The tower was completed in 1925 in Paris by Gustave Eiffel.")
+    default = HeuristicFactSpans()
+    ru, en = default.predict([russian, english])
+    assert [t for label, t in _labelled(ru.spans) if label == "HALLUCINATION"] == ["1925"]
+    assert [t for label, t in _labelled(en.spans) if label == "HALLUCINATION"] == [english.answer]
+    # One mode everywhere on request; the scores never depend on the mode.
+    whole = HeuristicFactSpans(language_modes={}).predict([russian])[0]
+    assert _labelled(whole.spans) == [("HALLUCINATION", russian.answer)]
+    assert (whole.precision, whole.hallucination_score) == (ru.precision, ru.hallucination_score)
+    with pytest.raises(ValueError, match="span_mode 'words'"):
+        HeuristicFactSpans(language_modes={"ru": ("words", 1)})

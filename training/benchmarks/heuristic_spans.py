@@ -11,8 +11,9 @@ Every judged set is scored: `--split dev` reads `answers/dev.jsonl` (where a mod
 `--split test` the rows `benchmark fact-spans --leave-one-out` scores (RAGTruth and FaithBench
 `heldout/`, the others `answers/test.jsonl`); both add the swapped-answer cases of `prepare
 gate-sets` (English and Russian; `SWAPPED_SETS`). Per set: example P/R/F1 (the same in every mode);
-on sets with character labels, each mode (`MODES`) with character P/R/F1 and, against the first
-mode (today's default), a paired bootstrap.
+on sets with character labels, each mode (`MODES`, one mode in every language) with character
+P/R/F1 and, against the first (the whole sentence), a paired bootstrap; `shipped` is the default
+validator, whose mode depends on the answer's language (`LANGUAGE_SPAN_MODES`).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from autovalidators.training.benchmarks.grounding import score_judged
 from autovalidators.training.benchmarks.span_scoring import paired_bootstrap, score_group
 
 # name -> HeuristicFactSpans arguments; the first is the reference the others are compared with.
+# Every mode but `shipped` applies in every language (language_modes={}, added when scoring).
 MODES: dict[str, dict[str, Any]] = {
     "sentence": {"span_mode": "sentence"},
     "phrases_gap0": {"span_mode": "phrases", "phrase_gap": 0},
@@ -36,6 +38,7 @@ MODES: dict[str, dict[str, Any]] = {
     "phrases_gap4": {"span_mode": "phrases", "phrase_gap": 4},
     "named_gap1": {"span_mode": "named_phrases", "phrase_gap": 1},
     "named_gap2": {"span_mode": "named_phrases", "phrase_gap": 2},
+    "shipped": {},  # HeuristicFactSpans(): the sentence, Russian answers' phrases (LANGUAGE_SPAN_MODES)
 }
 # Sets with character labels; the response-judged ones (SummEdits, FIB, BEGIN, FaithDial) are
 # scored too, for example F1 alone (every mode flags the same answers).
@@ -90,7 +93,7 @@ def compare_span_modes(data_dir: Path, split: str, gate_sets: Path = Path("out/g
         has_spans = kind == "span" or any(r["granularity"] == "span" for r in records)
         scored = {}
         for mode, arguments in (MODES if has_spans else {reference: MODES[reference]}).items():
-            validator = HeuristicFactSpans(**arguments)
+            validator = HeuristicFactSpans(**({"language_modes": {}, **arguments} if arguments else {}))
             scored[mode] = score_group(validator, records) if kind == "span" else score_judged(validator, records)
         report["sets"][name] = {
             "rows": len(records),
