@@ -52,7 +52,9 @@ class SourceSpec(StrictModel):
     """A gold-labelled source file (or several files with the same columns)."""
 
     paths: list[str] = Field(min_length=1, description="relative to data_root unless absolute")
-    format: Literal["csv", "tsv", "jsonl"] = "csv"
+    # squad_sentences: the sentences (20-600 characters) of a SQuAD-format file's paragraphs on the dev
+    # side of the gate sets' split (`gate_sets.squad_paragraphs_by_split`); text_column "text".
+    format: Literal["csv", "tsv", "jsonl", "squad_sentences"] = "csv"
     # Column names of a csv/tsv file without a header row (XNLI's dev files); None = the first row.
     columns: list[str] | None = None
     # Whether fields may be double-quoted (holding tabs or newlines). Default: yes for csv, no for

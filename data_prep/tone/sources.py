@@ -76,11 +76,29 @@ def _jsonl_rows(path: Path, spec: SourceSpec) -> Iterator[tuple[int, dict[str, s
         yield number, {key: "" if value is None else str(value) for key, value in record.items()}
 
 
+def _squad_sentence_rows(path: Path, spec: SourceSpec) -> Iterator[tuple[int, dict[str, str]]]:
+    """Encyclopaedic sentences from the dev side of the gate sets' split: the held-out side is where
+    `benchmark gate --tone-texts` measures neutral flags, so training here never sees those articles."""
+    from ..gate_sets import squad_paragraphs_by_split  # the split lives with the gate sets
+    from autovalidators.inference.text import split_sentences
+
+    _check_columns(path, spec, ["text", "id"])
+    number = 0
+    for paragraph in squad_paragraphs_by_split(path, path.stem, spec.language)["dev"]:
+        for sentence in split_sentences(paragraph):
+            if 20 <= len(sentence.text.strip()) <= 600:
+                number += 1
+                yield number, {"text": sentence.text.strip(), "id": str(number)}
+
+
 def _rows(path: Path, spec: SourceSpec) -> Iterator[tuple[int, dict[str, str]]]:
     if not path.is_file():
         raise DataError(f"{path}: no such file (set data_root in the config or pass --data-root)")
     if spec.format == "jsonl":
         yield from _jsonl_rows(path, spec)
+        return
+    if spec.format == "squad_sentences":
+        yield from _squad_sentence_rows(path, spec)
         return
     delimiter = "\t" if spec.format == "tsv" else ","
     quoted = spec.quoted if spec.quoted is not None else spec.format == "csv"

@@ -49,3 +49,32 @@ def test_each_constructed_answer_carries_the_label_of_what_it_is(tmp_path):
 def test_the_gold_sentence_is_cut_at_sentence_ends():
     context = "First one. The answer is here, in 1932. Last one."
     assert _sentence_with(context, context.index("1932"), context.index("1932") + 4) == "The answer is here, in 1932."
+
+
+def test_paragraph_sides_share_no_article_and_the_tone_source_reads_only_the_dev_side(tmp_path):
+    from autovalidators.data_prep.gate_sets import squad_paragraphs_by_split
+    from autovalidators.data_prep.tone.config import SourceSpec
+    from autovalidators.data_prep.tone.sources import _rows
+    from autovalidators.inference.text import split_sentences
+
+    # 40 articles of two paragraphs each: some land on both sides of the split
+    articles = []
+    for i in range(40):
+        paragraphs = [f"Article {i} paragraph {j} says the river is {300 + i} km long. It has {j + 2} bridges over it."
+                      for j in range(2)]
+        articles.append({"title": f"t{i}", "paragraphs": [
+            {"context": c, "qas": [{"id": f"q{i}{j}", "question": "How long?",
+                                    "answers": [{"text": str(300 + i), "answer_start": c.index(str(300 + i))}]}]}
+            for j, c in enumerate(paragraphs)]})
+    path = tmp_path / "tydi.json"
+    path.write_text(json.dumps({"data": articles}), encoding="utf-8")
+    sides = squad_paragraphs_by_split(path, "tydiqa", "en")
+    title = {p["context"]: a["title"] for a in articles for p in a["paragraphs"]}
+    dev_titles = {title[c] for c in sides["dev"]}
+    assert sides["dev"] and sides["test"]
+    assert not dev_titles & {title[c] for c in sides["test"]}  # the held-out side shares no article
+    assert len(sides["dev"]) + len(sides["test"]) < 80  # a straddling article's test paragraphs are dropped
+    spec = SourceSpec(paths=[str(path)], format="squad_sentences", text_column="text", id_column="id",
+                      language="en", licence="test", fixed_labels={"toxicity": 0})
+    texts = [row["text"] for _, row in _rows(path, spec)]
+    assert texts == [s.text for c in sides["dev"] for s in split_sentences(c)]
