@@ -110,3 +110,5 @@ def test_the_shipped_gate_stops_a_swapped_name_and_serves_the_faithful_answer(co
     assert bad.decision != "ACCEPT" and bad.failure_type == "confident_hallucination", bad.reason
     flagged = [s["text"] for s in bad.to_dict()["validators"]["fact_spans"]["spans"] if s["label"] == "HALLUCINATION"]
     assert flagged and any(("Lyon" in text or "Лионе" in text) for text in flagged)
+    if context is not CONTEXT:  # a Russian answer's span is the unsupported phrase, not its sentence
+        assert flagged == ["Лионе"], flagged
