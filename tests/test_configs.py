@@ -18,6 +18,7 @@ SCHEMAS = {
     "tone_head.yaml": "autovalidators.training.tone_head:ToneHeadConfig",
     "tone_head_neutral.yaml": "autovalidators.training.tone_head:ToneHeadConfig",
     "tone_head_wiki.yaml": "autovalidators.training.tone_head:ToneHeadConfig",
+    "tone_head_wiki_encoder.yaml": "autovalidators.training.tone_head:ToneHeadConfig",
     "tone_head_by_language.yaml": "autovalidators.training.tone_head:ToneHeadConfig",
     "tone_model_e5_12l_neutral.yaml": "autovalidators.training.tasks.tone:ToneModelConfig",
     "tone_model_e5_12l_wiki.yaml": "autovalidators.training.tasks.tone:ToneModelConfig",
