@@ -53,6 +53,11 @@ def test_every_mode_is_scored_on_each_span_set_and_narrowing_shows_where_the_cla
     assert xsum["sentence"]["char"]["precision"] < 0.6
     assert xsum["example"]["f1"] == pytest.approx(1.0)  # every answer is hallucinated and flagged
     assert set(xsum["versus_sentence"]) == set(MODES) - {"sentence"}
+    # The shipped default: the whole sentence in English, the unsupported phrases in Russian.
+    for name, narrowed in (("xsumfaith", False), ("swapped/en", False), ("swapped/ru", True)):
+        result = report["sets"][name]
+        assert result["shipped"] == result["phrases_gap4" if narrowed else "sentence"], name
+    assert report["sets"]["swapped/ru"]["shipped"]["char"]["f1"] > report["sets"]["swapped/ru"]["sentence"]["char"]["f1"]
     assert [row["set"] for row in table_rows(report)] == ["xsumfaith", "begin", "swapped/en", "swapped/ru",
                                                           "mean (span sets)"]
 
