@@ -45,6 +45,8 @@ DATASETS = Path("../shared/datasets")
 REAL_ANSWERS = ("ragtruth", "faithbench", "wikiqa")
 TYDIQA_RU = Path("tydiqa_goldp") / "language_data" / "russian" / "russian_tydiqa_dev.json"
 _NUMBER = re.compile(r"\d")
+# Lengths (characters) of a text the tone check is measured on, or trained on from these sources.
+TONE_TEXT_LENGTH = range(20, 601)
 
 
 def split_of(group: str) -> str:
@@ -58,17 +60,19 @@ def squad_paragraphs_by_split(path: Path, source: str, language: str) -> dict[st
     also has a "dev" paragraph, so text trained on from the dev side (the tone source
     `tydiqa_ru_sentences`) shares no article with the held-out side the tone check is measured on."""
     paragraphs = {item.context: item for item in read_squad(path, source=source, language=language).records}
-    titles = {context: title for context, title in _titles(path).items() if context in paragraphs}
+    title = {q.context: q.title for q in iter_squad(path)}
     sides: dict[str, list[str]] = {"dev": [], "test": []}
     for context, item in paragraphs.items():
         sides[split_of(item.group_keys[-1])].append(context)
-    dev_titles = {titles.get(c) for c in sides["dev"]}
-    sides["test"] = [c for c in sides["test"] if titles.get(c) not in dev_titles]
+    dev_titles = {title[c] for c in sides["dev"]}
+    sides["test"] = [c for c in sides["test"] if title[c] not in dev_titles]
     return sides
 
 
-def _titles(path: Path) -> dict[str, str]:
-    return {q.context: q.title for q in iter_squad(path)}
+def side_sentences(paragraphs: Iterable[str]) -> list[str]:
+    """The sentences of `paragraphs` a tone text may be (TONE_TEXT_LENGTH characters), stripped."""
+    texts = (x.text.strip() for c in paragraphs for x in split_sentences(c))
+    return [t for t in texts if len(t) in TONE_TEXT_LENGTH]
 
 
 def _case(case_id: str, question: str, context: str, answer: str, label: str, *, dataset: str, task: str,
@@ -171,7 +175,7 @@ def tone_texts(root: Path, per_set: int) -> Iterable[dict[str, Any]]:
     rng = random.Random("tone")
 
     def sample(texts: list[str], label: str, dataset: str, language: str) -> Iterable[dict[str, Any]]:
-        texts = sorted({t.strip() for t in texts if 20 <= len(t.strip()) <= 600})
+        texts = sorted({t.strip() for t in texts if len(t.strip()) in TONE_TEXT_LENGTH})
         for index, text in enumerate(rng.sample(texts, min(per_set, len(texts)))):
             yield {"id": f"{dataset}-{index}", "text": text, "label": label, "dataset": dataset, "language": language}
 
@@ -198,7 +202,7 @@ def tone_texts(root: Path, per_set: int) -> Iterable[dict[str, Any]]:
     # TyDi-ru: the held-out side only, as the tone model trains on the dev side (`tydiqa_ru_sentences`
     # in configs/tone.yaml). Sampled last: a change to this side moves no other set's sample.
     tydiqa = squad_paragraphs_by_split(root / TYDIQA_RU, "tydiqa", "ru")["test"]
-    yield from sample([x.text for c in tydiqa for x in split_sentences(c)], "neutral", "tydiqa_ru", "ru")
+    yield from sample(side_sentences(tydiqa), "neutral", "tydiqa_ru", "ru")
 
 
 def build_gate_sets(out: Path, root: Path = DATASETS, *, per_reading_set: int = 150, faithbench: int = 300,

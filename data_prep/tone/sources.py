@@ -79,16 +79,12 @@ def _jsonl_rows(path: Path, spec: SourceSpec) -> Iterator[tuple[int, dict[str, s
 def _squad_sentence_rows(path: Path, spec: SourceSpec) -> Iterator[tuple[int, dict[str, str]]]:
     """Encyclopaedic sentences from the dev side of the gate sets' split: the held-out side is where
     `benchmark gate --tone-texts` measures neutral flags, so training here never sees those articles."""
-    from ..gate_sets import squad_paragraphs_by_split  # the split lives with the gate sets
-    from autovalidators.inference.text import split_sentences
+    from ..gate_sets import side_sentences, squad_paragraphs_by_split  # the split lives with the gate sets
 
     _check_columns(path, spec, ["text", "id"])
-    number = 0
-    for paragraph in squad_paragraphs_by_split(path, path.stem, spec.language)["dev"]:
-        for sentence in split_sentences(paragraph):
-            if 20 <= len(sentence.text.strip()) <= 600:
-                number += 1
-                yield number, {"text": sentence.text.strip(), "id": str(number)}
+    dev_side = squad_paragraphs_by_split(path, path.stem, spec.language)["dev"]
+    for number, text in enumerate(side_sentences(dev_side), start=1):
+        yield number, {"text": text, "id": str(number)}
 
 
 def _rows(path: Path, spec: SourceSpec) -> Iterator[tuple[int, dict[str, str]]]:

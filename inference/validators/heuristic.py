@@ -65,7 +65,9 @@ class HeuristicFactSpans:
             # Nothing to ground against: grounding does not apply, abstention rules decide.
             return FactSpansOutput(applies=False)
         supports = heuristics.sentence_support(case.answer, context)
-        mode, gap = self.language_modes.get(language_of(case.answer), (self.span_mode, self.phrase_gap))
+        mode, gap = self.span_mode, self.phrase_gap
+        if self.language_modes:
+            mode, gap = self.language_modes.get(language_of(case.answer), (mode, gap))
         spans = []
         weighted_support = weighted_total = 0.0
         for item in supports:

@@ -29,15 +29,14 @@ from autovalidators.training.benchmarks.grounding import score_judged
 from autovalidators.training.benchmarks.span_scoring import paired_bootstrap, score_group
 
 # name -> HeuristicFactSpans arguments; the first is the reference the others are compared with.
-# Every mode but `shipped` applies in every language (language_modes={}, added when scoring).
+# Each mode but `shipped` applies in every language (language_modes={}).
+_UNIFORM: dict[str, tuple[str, int]] = {
+    "sentence": ("sentence", 1), "phrases_gap0": ("phrases", 0), "phrases_gap1": ("phrases", 1),
+    "phrases_gap2": ("phrases", 2), "phrases_gap4": ("phrases", 4),
+    "named_gap1": ("named_phrases", 1), "named_gap2": ("named_phrases", 2),
+}
 MODES: dict[str, dict[str, Any]] = {
-    "sentence": {"span_mode": "sentence"},
-    "phrases_gap0": {"span_mode": "phrases", "phrase_gap": 0},
-    "phrases_gap1": {"span_mode": "phrases", "phrase_gap": 1},
-    "phrases_gap2": {"span_mode": "phrases", "phrase_gap": 2},
-    "phrases_gap4": {"span_mode": "phrases", "phrase_gap": 4},
-    "named_gap1": {"span_mode": "named_phrases", "phrase_gap": 1},
-    "named_gap2": {"span_mode": "named_phrases", "phrase_gap": 2},
+    **{name: {"span_mode": mode, "phrase_gap": gap, "language_modes": {}} for name, (mode, gap) in _UNIFORM.items()},
     "shipped": {},  # HeuristicFactSpans(): the sentence, Russian answers' phrases (LANGUAGE_SPAN_MODES)
 }
 # Sets with character labels; the response-judged ones (SummEdits, FIB, BEGIN, FaithDial) are
@@ -93,7 +92,7 @@ def compare_span_modes(data_dir: Path, split: str, gate_sets: Path = Path("out/g
         has_spans = kind == "span" or any(r["granularity"] == "span" for r in records)
         scored = {}
         for mode, arguments in (MODES if has_spans else {reference: MODES[reference]}).items():
-            validator = HeuristicFactSpans(**({"language_modes": {}, **arguments} if arguments else {}))
+            validator = HeuristicFactSpans(**arguments)
             scored[mode] = score_group(validator, records) if kind == "span" else score_judged(validator, records)
         report["sets"][name] = {
             "rows": len(records),
