@@ -17,7 +17,7 @@ from .abstention import AbstentionDetector, AbstentionOutput, load_abstention
 from .case import Case
 from .config import GateConfig, load_gate_config
 from .decision import decide
-from .grounding import task_of
+from .grounding import task_of_case
 from .results import CaseSignals, FactSpansOutput, QARelevanceOutput, Result, Span, ToneOutput
 from .validators import DEFAULT_MODELS_DIR, VALIDATOR_NAMES, Validator, known_validators, load_validator
 
@@ -142,7 +142,7 @@ class Gate:
         scored = []
         for index, case in enumerate(cases):
             abstention = abstentions[index]
-            task = task_of(case.question, case.context_text, str(case.meta.get("task", "")) or None)
+            task = task_of_case(case)
             signals = CaseSignals(
                 specificity=heuristics.specificity(case.answer),
                 context_quality=heuristics.context_quality(case.question, case.context_text) if task == "QA" else None,

@@ -22,12 +22,15 @@ import math
 import re
 from bisect import bisect_left
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
 from . import heuristics
 from .text import NEGATIONS, Sentence, Token, language_of, split_sentences, tokenize, unsupported_phrases
+
+if TYPE_CHECKING:
+    from .case import Case
 
 CHUNK_WORDS = 70  # ~90 WordPiece tokens: a chunk and a 30-token sentence fit 128 tokens
 MAX_CHUNKS = 2000  # a 200k-character context has ~500 chunks; more are cut (stated in the output)
@@ -69,6 +72,11 @@ def task_of(question: str, context: str, declared: str | None = None) -> str:
     if not question.strip() or _SUMMARY_REQUEST.search(question):
         return "Summary"
     return "QA"
+
+
+def task_of_case(case: "Case") -> str:
+    """`task_of` for a case: its declared `meta.task`, else what its question and context say."""
+    return task_of(case.question, case.context_text, str(case.meta.get("task", "")) or None)
 
 
 def _is_key_value(line: str) -> bool:

@@ -103,14 +103,20 @@ def is_noise_sentence(sentence: Sentence) -> bool:
     return len(residue_content) <= 2
 
 
+# The support a sentence keeps at most with an unsupported number, name or record conflict, and
+# with a negation the context never uses. A threshold that flags sentences must lie above both.
+MISSING_CLAIM_CAP = 0.3
+NEGATION_CAP = 0.4
+
+
 def capped_support(support: float, missing_number: bool, negation_mismatch: bool,
                    record_conflict: bool = False, missing_name: bool = False) -> float:
     """A number or name the context never states, a negation it never uses, or a claim its record
     contradicts caps a sentence's support: each flips a claim that otherwise shares all its words."""
     if missing_number or record_conflict or missing_name:
-        support = min(support, 0.3)
+        support = min(support, MISSING_CLAIM_CAP)
     if negation_mismatch:
-        support = min(support, 0.4)
+        support = min(support, NEGATION_CAP)
     return support
 
 

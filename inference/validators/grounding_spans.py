@@ -35,7 +35,7 @@ import numpy as np
 
 from .. import heuristics
 from ..case import Case
-from ..grounding import CHUNK_WORDS, NLI_FEATURE, ContextIndex, SentenceSignals, logit, sentence_signals, task_of
+from ..grounding import CHUNK_WORDS, NLI_FEATURE, ContextIndex, SentenceSignals, logit, sentence_signals, task_of_case
 from ..manifest import Manifest
 from ..narrowing import marked_ranges, token_features
 from ..onnx_session import OnnxSession
@@ -266,7 +266,7 @@ class GroundingFactSpans:
 
     @staticmethod
     def _task(case: Case) -> str:
-        return task_of(case.question, case.context_text, str(case.meta.get("task", "")) or None)
+        return task_of_case(case)
 
     def _output(self, case: Case, context: ContextIndex, signals: list[SentenceSignals],
                 unsupported: np.ndarray) -> FactSpansOutput:

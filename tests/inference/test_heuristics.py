@@ -283,3 +283,41 @@ def test_the_default_heuristic_marks_a_russian_swap_narrowly_and_an_english_sent
     assert (whole.precision, whole.hallucination_score) == (ru.precision, ru.hallucination_score)
     with pytest.raises(ValueError, match="span_mode 'words'"):
         HeuristicFactSpans(language_modes={"ru": ("words", 1)})
+
+
+def test_a_data_to_text_paraphrase_is_not_flagged_but_a_wrong_number_or_negation_still_is():
+    from autovalidators.inference.case import Case
+    from autovalidators.inference.validators.heuristic import TASK_SUPPORTED_AT, HeuristicFactSpans
+
+    record = ('{"name": "Maeda", "categories": "Japanese, Sushi Bars", "city": "Portland", "ambience": "cozy, quiet", '
+              '"stars": 4.5, "review": "The staff were friendly and the fish was fresh."}')
+    paraphrase = "Diners enjoy a cozy sushi bar with attentive service and fresh fish."  # support 0.5
+    # Structured context: Data2txt, flagged below TASK_SUPPORTED_AT's 0.45, so the paraphrase stands.
+    data2txt = Case(id="d", question="", context=[record], answer=paraphrase)
+    assert TASK_SUPPORTED_AT["Data2txt"] < 0.5
+    default = HeuristicFactSpans()
+    assert not default.predict([data2txt])[0].hallucinated
+    uniform = HeuristicFactSpans(task_supported_at={}).predict([data2txt])[0]
+    assert uniform.hallucinated and _labelled(uniform.spans) == [("HALLUCINATION", paraphrase)]
+    # The threshold moves flags, never the answer's share of support.
+    assert uniform.precision == default.predict([data2txt])[0].precision
+    # The same sentence, with the same support, over prose (a summary) keeps SUPPORTED_AT and is flagged.
+    prose = Case(id="s", question="", context=["Maeda is a Japanese sushi bar in Portland. The staff were friendly "
+                                                 "and the fish was fresh; the ambience is cozy and quiet."],
+                 answer=paraphrase)
+    assert heuristics.sentence_support(paraphrase, prose.context_text)[0].support == pytest.approx(0.5)
+    assert default.predict([prose])[0].hallucinated
+    # A wrong rating (support capped at 0.3) and a negation the record never makes (0.4) still flag.
+    for wrong in ("Maeda is a cozy Japanese sushi bar in Portland rated 3.5 stars.",
+                  "Maeda in Portland never serves fresh fish."):
+        assert default.predict([Case(id="w", question="", context=[record], answer=wrong)])[0].hallucinated, wrong
+
+
+@pytest.mark.parametrize("value", [0.3, 0.4, 1.5])
+def test_a_support_threshold_at_or_below_a_cap_is_refused(value):
+    from autovalidators.inference.validators.heuristic import HeuristicFactSpans
+
+    with pytest.raises(ValueError, match="must lie in"):
+        HeuristicFactSpans(supported_at=value)
+    with pytest.raises(ValueError, match="must lie in"):
+        HeuristicFactSpans(task_supported_at={"Data2txt": value})

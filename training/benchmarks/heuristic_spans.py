@@ -1,6 +1,6 @@
 """`autovalidators benchmark heuristic-spans`: which characters of a flagged sentence the lexical
-heuristic should mark: chosen on dev rows (`--split dev`); `--split test` scores the held-out
-rows, once for each mode you would ship.
+heuristic should mark, and below which support a sentence is flagged: chosen on dev rows
+(`--split dev`); `--split test` scores the held-out rows, once for each choice you would ship.
 
 Why: the heuristic flags sentences, and a flagged sentence used to be HALLUCINATION from its first
 character to its last, while RAGTruth's spans cover a few words ("in 2019", "the CDC"). Marking only
@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from autovalidators.data_prep.io import read_jsonl
-from autovalidators.inference.validators.heuristic import HeuristicFactSpans
+from autovalidators.inference.validators.heuristic import SUPPORTED_AT, TASK_SUPPORTED_AT, HeuristicFactSpans
 
 from autovalidators.training.benchmarks.fact_spans_loo import SETS, held_out_sets, set_of
 from autovalidators.training.benchmarks.grounding import score_judged
@@ -39,6 +39,12 @@ MODES: dict[str, dict[str, Any]] = {
     **{name: {"span_mode": mode, "phrase_gap": gap, "language_modes": {}} for name, (mode, gap) in _UNIFORM.items()},
     "shipped": {},  # HeuristicFactSpans(): the sentence, Russian answers' phrases (LANGUAGE_SPAN_MODES)
 }
+# The support below which a sentence is flagged, one value for every task (`task_supported_at={}`),
+# with the shipped span modes: scored on dev only, where a task's value is chosen. Each lies above
+# the caps of `heuristics.capped_support` (0.3, 0.4), so an unsupported number, name or negation
+# still flags its sentence. The held-out rows score the shipped values (TASK_SUPPORTED_AT)
+# against SUPPORTED_AT everywhere, once.
+SUPPORT_THRESHOLDS = (0.45, 0.5, 0.55, 0.6, 0.7, 0.8)
 # Sets with character labels; the response-judged ones (SummEdits, FIB, BEGIN, FaithDial) are
 # scored too, for example F1 alone (every mode flags the same answers).
 SPAN_SETS = ("ragtruth/QA", "ragtruth/Summary", "ragtruth/Data2txt", "faithbench", "xsumfaith", "wice")
@@ -87,7 +93,8 @@ def compare_span_modes(data_dir: Path, split: str, gate_sets: Path = Path("out/g
     report: dict[str, Any] = {"data": str(data_dir), "gate_sets": str(gate_sets), "split": split, "modes": MODES,
                               "sets": {}}
     reference = next(iter(MODES))
-    for name, (kind, records) in rows_of(data_dir, split, gate_sets).items():
+    rows = rows_of(data_dir, split, gate_sets)
+    for name, (kind, records) in rows.items():
         # Modes differ only in character spans: a set judged per response is scored once.
         has_spans = kind == "span" or any(r["granularity"] == "span" for r in records)
         scored = {}
@@ -104,7 +111,41 @@ def compare_span_modes(data_dir: Path, split: str, gate_sets: Path = Path("out/g
         }
     spans = [s for s in report["sets"].values() if reference in s]
     report["mean_char_f1"] = {mode: sum(s[mode]["char"]["f1"] for s in spans) / max(1, len(spans)) for mode in MODES}
+    report["support_thresholds"] = compare_support_thresholds(rows, split)
     return report
+
+
+def compare_support_thresholds(rows: dict[str, tuple[str, list[dict]]], split: str) -> dict[str, Any]:
+    """Per set: example (and character) P/R/F1 at each of SUPPORT_THRESHOLDS (dev only), the
+    shipped per-task values, SUPPORTED_AT everywhere (`default`), and the paired bootstrap of shipped
+    minus default."""
+    candidates = {f"{t:g}": HeuristicFactSpans(supported_at=t, task_supported_at={})
+                  for t in (SUPPORT_THRESHOLDS if split == "dev" else ())}
+    candidates.update(default=HeuristicFactSpans(task_supported_at={}), shipped=HeuristicFactSpans())
+    report: dict[str, Any] = {"thresholds": list(candidates), "task_supported_at": TASK_SUPPORTED_AT,
+                              "supported_at": SUPPORTED_AT, "sets": {}}
+    for name, (kind, records) in rows.items():
+        scored = {label: score_group(v, records) if kind == "span" else score_judged(v, records)
+                  for label, v in candidates.items()}
+        report["sets"][name] = {
+            **{label: {key: r[key] for key in ("example", "char") if key in r} for label, r in scored.items()},
+            "shipped_versus_default": paired_bootstrap(scored["shipped"]["predictions"], scored["default"]["predictions"]),
+        }
+    return report
+
+
+def threshold_rows(report: dict[str, Any]) -> list[dict[str, Any]]:
+    """One row per set: example / character F1 at each threshold, and shipped minus default (Δ)."""
+    section = report["support_thresholds"]
+    rows = []
+    for name, result in section["sets"].items():
+        row: dict[str, Any] = {"set": name}
+        for label in section["thresholds"]:
+            row[label] = "/".join(f"{result[label][key]['f1']:.3f}" for key in ("example", "char") if key in result[label])
+        for key, d in result["shipped_versus_default"].items():
+            row[f"Δ {key.split('_')[0]}"] = f"{d['difference']:+.3f} [{d['low']:+.3f}, {d['high']:+.3f}]"
+        rows.append(row)
+    return rows
 
 
 def table_rows(report: dict[str, Any]) -> list[dict[str, Any]]:

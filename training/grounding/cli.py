@@ -1,5 +1,5 @@
 """`autovalidators train|export fact-spans-combiner`: the fact-span model's stacked combiner;
-`autovalidators benchmark heuristic-spans`: the lexical heuristic's span modes.
+`autovalidators benchmark heuristic-spans`: the lexical heuristic's span modes and support thresholds.
 
 Nothing heavy is imported here; command bodies import scikit-learn and onnxruntime.
 """
@@ -67,7 +67,8 @@ def export_combiner_command(
     console.print(f"wrote {to}: " + ", ".join(f"{k} ({v[:12]}…)" for k, v in manifest.files.items()))
 
 
-@benchmark_app.command("heuristic-spans", help="The lexical heuristic per judged set: example F1, and character F1 of each span mode.")
+@benchmark_app.command("heuristic-spans", help="The lexical heuristic per judged set: example F1, character F1 of each span mode, "
+                       "and both F1s by the support below which a sentence is flagged.")
 def benchmark_heuristic_spans_command(
     split: str = typer.Option("dev", help="dev (choose a mode here) or test (the leave-one-out benchmark's held-out rows)"),
     data_dir: Path = typer.Option(Path("prepared/grounding"), help="`autovalidators prepare grounding` output"),
@@ -75,7 +76,7 @@ def benchmark_heuristic_spans_command(
     output: Optional[Path] = typer.Option(None, help="JSON report (default: out/benchmarks/heuristic_spans_<split>.json)"),
 ) -> None:
     from autovalidators.training.benchmarks.common import machine, print_table
-    from autovalidators.training.benchmarks.heuristic_spans import MODES, compare_span_modes, table_rows
+    from autovalidators.training.benchmarks.heuristic_spans import MODES, compare_span_modes, table_rows, threshold_rows
 
     try:
         report = compare_span_modes(data_dir, split, gate_sets)
@@ -90,4 +91,9 @@ def benchmark_heuristic_spans_command(
     print_table(f"lexical heuristic ({split}): example F1, and character F1 by span mode (Δ vs "
                 f"{next(iter(MODES))}, paired bootstrap)", table_rows(report), ["set", "rows", "example F1", *MODES],
                 console=console)
+    thresholds = report["support_thresholds"]
+    print_table(f"lexical heuristic ({split}): example / character F1 by the support below which a sentence is "
+                f"flagged (one value everywhere; default {thresholds['supported_at']:g}; shipped "
+                f"{thresholds['task_supported_at']} per task, Δ vs default, paired bootstrap)",
+                threshold_rows(report), ["set", *thresholds["thresholds"], "Δ example", "Δ char"], console=console)
     console.print(f"wrote {output}")
