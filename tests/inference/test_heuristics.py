@@ -291,10 +291,10 @@ def test_a_data_to_text_paraphrase_is_not_flagged_but_a_wrong_number_or_negation
 
     record = ('{"name": "Maeda", "categories": "Japanese, Sushi Bars", "city": "Portland", "ambience": "cozy, quiet", '
               '"stars": 4.5, "review": "The staff were friendly and the fish was fresh."}')
-    paraphrase = "Diners enjoy a cozy sushi bar with attentive service and fresh fish."  # support 0.5
+    paraphrase = "Expect a cozy sushi bar with attentive waiters and fresh fish."  # support 0.556
     # Structured context: Data2txt, flagged below TASK_SUPPORTED_AT's 0.45, so the paraphrase stands.
     data2txt = Case(id="d", question="", context=[record], answer=paraphrase)
-    assert TASK_SUPPORTED_AT["Data2txt"] < 0.5
+    assert TASK_SUPPORTED_AT["Data2txt"] < 0.55
     default = HeuristicFactSpans()
     assert not default.predict([data2txt])[0].hallucinated
     uniform = HeuristicFactSpans(task_supported_at={}).predict([data2txt])[0]
@@ -305,7 +305,7 @@ def test_a_data_to_text_paraphrase_is_not_flagged_but_a_wrong_number_or_negation
     prose = Case(id="s", question="", context=["Maeda is a Japanese sushi bar in Portland. The staff were friendly "
                                                  "and the fish was fresh; the ambience is cozy and quiet."],
                  answer=paraphrase)
-    assert heuristics.sentence_support(paraphrase, prose.context_text)[0].support == pytest.approx(0.5)
+    assert heuristics.sentence_support(paraphrase, prose.context_text)[0].support == pytest.approx(5 / 9)
     assert default.predict([prose])[0].hallucinated
     # A wrong rating (support capped at 0.3) and a negation the record never makes (0.4) still flag.
     for wrong in ("Maeda is a cozy Japanese sushi bar in Portland rated 3.5 stars.",
@@ -321,3 +321,22 @@ def test_a_support_threshold_at_or_below_a_cap_is_refused(value):
         HeuristicFactSpans(supported_at=value)
     with pytest.raises(ValueError, match="must lie in"):
         HeuristicFactSpans(task_supported_at={"Data2txt": value})
+
+
+def test_a_record_is_described_in_framing_words_and_its_state_code_by_name_but_claims_are_still_checked():
+    record = ('{"name": "Maeda", "city": "Goleta", "state": "CA", "categories": "Japanese, Sushi Bars", '
+              '"review_info": [{"review_text": "The staff were friendly and the fish was fresh."}]}')
+
+    def support(answer: str, context: str = record) -> float:
+        return heuristics.sentence_support(answer, context)[0].support
+
+    # Who wrote the reviews and what they did with words: no claim of its own.
+    assert support("Customers praised the friendly staff and mentioned the fresh fish.") == 1.0
+    assert support("Maeda is a sushi bar located in Goleta, California.") == 1.0  # "CA"
+    # The claims beside the framing: a rating the record never gives, a state it does not name.
+    assert support("Customers praised the friendly staff and rated it 3.5 stars.") <= heuristics.MISSING_CLAIM_CAP
+    assert support("Maeda is a sushi bar located in Goleta, Nevada.") < 1.0
+    assert support("Customers praised the sushi chef's famous omakase.") < 0.6
+    # Prose is not a record: the same framing words count as claims there.
+    prose = "Maeda is a Japanese sushi bar in Goleta. The staff were friendly and the fish was fresh."
+    assert support("Customers praised the friendly staff and mentioned the fresh fish.", prose) < 1.0
