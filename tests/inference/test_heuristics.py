@@ -335,7 +335,7 @@ def test_a_record_is_described_in_framing_words_and_its_state_code_by_name_but_c
     assert support("Maeda is a sushi bar located in Goleta, California.") == 1.0  # "CA"
     # The claims beside the framing: a rating the record never gives, a state it does not name.
     assert support("Customers praised the friendly staff and rated it 3.5 stars.") <= heuristics.MISSING_CLAIM_CAP
-    assert support("Maeda is a sushi bar located in Goleta, Nevada.") < 1.0
+    assert support("Maeda is a sushi bar located in Goleta, Nevada.") <= heuristics.MISSING_CLAIM_CAP
     assert support("Customers praised the sushi chef's famous omakase.") < 0.6
     # Prose is not a record: the same framing words count as claims there.
     prose = "Maeda is a Japanese sushi bar in Goleta. The staff were friendly and the fish was fresh."

@@ -112,3 +112,34 @@ def test_the_shipped_gate_stops_a_swapped_name_and_serves_the_faithful_answer(co
     assert flagged and any(("Lyon" in text or "Лионе" in text) for text in flagged)
     if context is not CONTEXT:  # a Russian answer's span is the unsupported phrase, not its sentence
         assert flagged == ["Лионе"], flagged
+
+
+RECORD = ('{"name": "Maeda", "address": "5 Hollister Ave", "city": "Goleta", "state": "CA", '
+          '"categories": "Japanese, Sushi Bars", "stars": 4.5, "attributes": {"OutdoorSeating": false, '
+          '"RestaurantsTakeOut": true}, "review_info": [{"review_stars": 5, "review_text": "The staff were '
+          'friendly and the fish was fresh."}, {"review_stars": 4, "review_text": "Cozy place, a bit pricey."}]}')
+
+
+def test_the_shipped_gate_serves_a_faithful_record_description_and_stops_a_wrong_attribute():
+    """A data-to-text answer in the words people describe a record with ("customers praised",
+    "located in ... California" for "CA"): served; the same answer claiming outdoor seating the record
+    sets false, or a rating it never gives: not served, with the wrong sentence flagged."""
+    from autovalidators.inference.gate import Gate
+
+    faithful = ("Maeda is a Japanese sushi bar located in Goleta, California, rated 4.5 stars. "
+                "Customers praised the friendly staff and the fresh fish, and it offers take-out.")
+    gate = Gate.from_config_file()
+    question = "Write an objective overview of the business from the structured data."  # RAGTruth's request
+    good = gate.validate(Case(id="good", question=question, context=[RECORD], answer=faithful))
+    spans = good.to_dict()["validators"]["fact_spans"]["spans"]
+    grounding = next(c for c in good.checks if c.name == "grounding")
+    assert not [s for s in spans if s["label"] == "HALLUCINATION"] and grounding.passed, good.reason
+    # Served unless the relevance model, asked whether an overview "answers" this generic request, scores it
+    # near 0 while grounding is 1: the agreement check then sends it to review, never rejects (a known
+    # limitation, README "How the gate decides"; taking relevance off such requests lost on dev).
+    assert good.decision == "ACCEPT" or good.failure_type == "validator_disagreement", good.reason
+    for wrong in ("It also offers outdoor seating.", "Reviewers rated it 2 stars on average."):
+        bad = gate.validate(Case(id="bad", question=question, context=[RECORD], answer=f"{faithful} {wrong}"))
+        assert bad.decision != "ACCEPT", (wrong, bad.reason)
+        flagged = [s["text"] for s in bad.to_dict()["validators"]["fact_spans"]["spans"] if s["label"] == "HALLUCINATION"]
+        assert flagged == [wrong], flagged
