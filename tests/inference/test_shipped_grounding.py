@@ -123,7 +123,9 @@ RECORD = ('{"name": "Maeda", "address": "5 Hollister Ave", "city": "Goleta", "st
 def test_the_shipped_gate_serves_a_faithful_record_description_and_stops_a_wrong_attribute():
     """A data-to-text answer in the words people describe a record with ("customers praised",
     "located in ... California" for "CA"): served; the same answer claiming outdoor seating the record
-    sets false, or a rating it never gives: not served, with the wrong sentence flagged."""
+    sets false, or a rating it never gives: not served, with the wrong sentence flagged. Before the
+    framing words its sentences were flagged; before relevance stopped reading data-to-text requests
+    it went to REVIEW validator_disagreement (grounding 1.0 against relevance 0.02)."""
     from autovalidators.inference.gate import Gate
 
     faithful = ("Maeda is a Japanese sushi bar located in Goleta, California, rated 4.5 stars. "
@@ -134,10 +136,9 @@ def test_the_shipped_gate_serves_a_faithful_record_description_and_stops_a_wrong
     spans = good.to_dict()["validators"]["fact_spans"]["spans"]
     grounding = next(c for c in good.checks if c.name == "grounding")
     assert not [s for s in spans if s["label"] == "HALLUCINATION"] and grounding.passed, good.reason
-    # Served unless the relevance model, asked whether an overview "answers" this generic request, scores it
-    # near 0 while grounding is 1: the agreement check then sends it to review, never rejects (a known
-    # limitation, README "How the gate decides"; taking relevance off such requests lost on dev).
-    assert good.decision == "ACCEPT" or good.failure_type == "validator_disagreement", good.reason
+    # The relevance model scores this overview 0.02 against the generic request; it does not read
+    # data-to-text requests, so no agreement spread sends the grounded answer to review.
+    assert good.decision == "ACCEPT", good.reason
     for wrong in ("It also offers outdoor seating.", "Reviewers rated it 2 stars on average."):
         bad = gate.validate(Case(id="bad", question=question, context=[RECORD], answer=f"{faithful} {wrong}"))
         assert bad.decision != "ACCEPT", (wrong, bad.reason)
