@@ -291,8 +291,8 @@ def decide(
         ),
         "fact_recall": _check("fact_recall", claims_apply, fact.recall if fact else None, policy.fact_recall),
         "relevance": _check(
-            "relevance", qa is not None and qa.applies and not signals.abstains and signals.relevance_applies,
-            qa.score if qa else None, policy.relevance,
+            "relevance", qa is not None and qa.applies and not signals.abstains, qa.score if qa else None,
+            policy.relevance,
         ),
         # Not applicable without a question to cover (summary, data-to-text: CaseSignals says why).
         "context_quality": _check("context_quality", has_context and signals.context_quality is not None,

@@ -147,7 +147,6 @@ class Gate:
                 specificity=heuristics.specificity(case.answer),
                 context_quality=heuristics.context_quality(case.question, case.context_text) if task == "QA" else None,
                 abstains=abstention.abstains,
-                relevance_applies=task != "Data2txt",
             )
             scored.append(Scored(case, {name: produced[index] for name, produced in outputs.items()},
                                  abstention, signals, task))

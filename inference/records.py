@@ -77,8 +77,8 @@ MAX_RECORD_CHARS = 200_000  # the gate's own cap on a text; a longer context is 
 # reviews, what they did with words, the verbs that introduce what the record lists, and the glue
 # of a description. No claim rides on these words, and the claim beside them (a number, a name, an
 # attribute, a dish) is still checked. On RAGTruth's dev data-to-text answers these were the most
-# frequent of the words the lexical support could not find ("customers" 204 times, 3% of them
-# inside an annotated hallucination).
+# frequent of the words the lexical support could not find, and its annotators almost never marked
+# them as hallucinated.
 RECORD_FRAMING_WORDS = ("customers customer reviewers reviewer reviews review patrons visitors guests diners users "
                         "mention mentioned mentions note noted notes praise praised praises describe described "
                         "express expressed report reported highlight highlighted appreciate appreciated comment "

@@ -109,11 +109,6 @@ class CaseSignals:
     context_quality: float | None
     # The answer declines to answer ("I don't have enough information…").
     abstains: bool
-    # Whether the relevance check reads this case. Not for a data-to-text request ("Write an
-    # objective overview of the business from the structured data."): the QA relevance model scores
-    # faithful overviews as low as invented ones, so its score only widened the agreement spread of
-    # a fully grounded answer (REVIEW validator_disagreement for grounding 1.0 against relevance 0.02).
-    relevance_applies: bool = True
 
 
 @dataclass(frozen=True)

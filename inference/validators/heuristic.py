@@ -16,7 +16,7 @@ from ..case import Case
 from ..grounding import task_of_case
 from ..text import language_of
 from ..results import FactSpansOutput, QARelevanceOutput, Span, SpanLabel, ToneOutput
-from .base import ValidatorInfo
+from .base import ValidatorInfo, asks_a_question
 
 if TYPE_CHECKING:
     from ..embeddings import SentenceEmbedder
@@ -88,8 +88,9 @@ class HeuristicFactSpans:
         mode, gap = self.span_mode, self.phrase_gap
         if self.language_modes:
             mode, gap = self.language_modes.get(language_of(case.answer), (mode, gap))
-        supported_at = self.task_supported_at.get(task_of_case(case), self.supported_at) if self.task_supported_at \
-            else self.supported_at
+        supported_at = self.supported_at
+        if self.task_supported_at:
+            supported_at = self.task_supported_at.get(task_of_case(case), supported_at)
         spans = []
         weighted_support = weighted_total = 0.0
         for item in supports:
@@ -162,7 +163,7 @@ class HeuristicQARelevance:
         if self.embedder is not None and cases:
             semantic = self.embedder.relevance([c.question for c in cases], [c.answer for c in cases])
             scores = [max(lexical, float(s)) for lexical, s in zip(scores, semantic)]
-        return [QARelevanceOutput(applies=bool(c.question.strip()), score=score, relevant=score >= self.threshold)
+        return [QARelevanceOutput(applies=asks_a_question(c), score=score, relevant=score >= self.threshold)
                 for c, score in zip(cases, scores)]
 
 

@@ -27,7 +27,7 @@ from ..case import Case
 from ..heuristics import lexical_relevance
 from ..manifest import Manifest
 from ..results import QARelevanceOutput
-from .base import ValidatorInfo
+from .base import ValidatorInfo, asks_a_question
 from .pair_scorer import DEFAULT_BATCH, PairScorer
 
 THRESHOLD_KEY = "relevant"
@@ -79,8 +79,9 @@ class QARelevanceValidator:
         return self.scorer.scores(pairs)
 
     def predict(self, cases: Sequence[Case]) -> list[QARelevanceOutput]:
-        # A case without a question or an answer has nothing to relate: the check does not apply.
-        judged = [i for i, c in enumerate(cases) if c.question.strip() and c.answer.strip()]
+        # A case without a question (or a data-to-text request) or an answer has nothing to relate:
+        # the check does not apply, and the model is not run.
+        judged = [i for i, c in enumerate(cases) if asks_a_question(c) and c.answer.strip()]
         scores = self.scores([(cases[i].question, cases[i].answer) for i in judged])
         by_case = dict(zip(judged, scores))
         outputs = []

@@ -277,15 +277,3 @@ def test_a_summary_request_has_no_question_for_the_context_to_cover():
     abstaining = run(sig=signals(context_quality=None, abstains=True))
     assert (abstaining.decision, abstaining.failure_type) == (Decision.REVIEW, FailureType.INCOMPLETE)
 
-
-def test_a_request_relevance_cannot_judge_is_decided_without_relevance_or_agreement():
-    # A data-to-text overview: grounding 1.0, relevance 0.02 from a QA model asked about a generic request.
-    irrelevant = QARelevanceOutput(applies=True, score=0.02, relevant=False)
-    unjudged = CaseSignals(specificity=0.8, context_quality=None, abstains=False, relevance_applies=False)
-    verdict = run(sig=unjudged, fact=grounded(precision=1.0, hallucination=0.0), qa=irrelevant)
-    checks = {c.name: c for c in verdict.checks}
-    assert not checks["relevance"].applies and not checks["agreement"].applies
-    assert verdict.decision is Decision.ACCEPT
-    # Where relevance applies, the same scores are an off-topic answer.
-    judged = CaseSignals(specificity=0.8, context_quality=None, abstains=False)
-    assert run(sig=judged, fact=grounded(precision=1.0, hallucination=0.0), qa=irrelevant).decision is not Decision.ACCEPT

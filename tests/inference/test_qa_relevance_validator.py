@@ -134,3 +134,26 @@ def test_calibration_puts_the_dev_threshold_on_the_gates_boundary():
     points = [calibrate(p / 100, 0.42) for p in range(101)]
     assert points == sorted(points)  # monotone: the model's ranking is kept
     assert calibrate(0.41, 0.42) < BOUNDARY <= calibrate(0.43, 0.42)
+
+
+def test_a_data_to_text_request_is_not_judged_and_never_reaches_the_model(tiny_model):
+    from autovalidators.inference.validators.heuristic import HeuristicQARelevance
+
+    record = '{"name": "Maeda", "city": "Goleta", "categories": "Japanese, Sushi Bars", "stars": 4.5}'
+    overview = Case(id="d2t", question="Write an objective overview of the business from the structured data.",
+                    context=[record], answer="Maeda is a Japanese sushi bar in Goleta rated 4.5 stars.")
+    question = Case(id="qa", question="How many stars does Maeda have?", context=[record],
+                    answer="Maeda is rated 4.5 stars.")
+    v = validator(tiny_model)
+    asked: list = []
+    scores = v.scores
+    v.scores = lambda pairs: asked.extend(pairs) or scores(pairs)
+    d2t, qa = v.predict([overview, question])
+    assert not d2t.applies and d2t.model_score is None and qa.applies
+    assert asked == [(question.question, question.answer)]
+    # A question over the record is judged; the heuristic fallback draws the same line, and a declared
+    # meta.task overrides the context's shape.
+    heuristic = HeuristicQARelevance()
+    assert [o.applies for o in heuristic.predict([overview, question])] == [False, True]
+    declared = overview.model_copy(update={"meta": {"task": "QA"}})
+    assert heuristic.predict([declared])[0].applies

@@ -125,7 +125,7 @@ def test_the_shipped_gate_serves_a_faithful_record_description_and_stops_a_wrong
     "located in ... California" for "CA"): served; the same answer claiming outdoor seating the record
     sets false, or a rating it never gives: not served, with the wrong sentence flagged. Before the
     framing words its sentences were flagged; before relevance stopped reading data-to-text requests
-    it went to REVIEW validator_disagreement (grounding 1.0 against relevance 0.02)."""
+    it went to REVIEW validator_disagreement (grounding 1.0 against a relevance near zero)."""
     from autovalidators.inference.gate import Gate
 
     faithful = ("Maeda is a Japanese sushi bar located in Goleta, California, rated 4.5 stars. "
@@ -136,8 +136,11 @@ def test_the_shipped_gate_serves_a_faithful_record_description_and_stops_a_wrong
     spans = good.to_dict()["validators"]["fact_spans"]["spans"]
     grounding = next(c for c in good.checks if c.name == "grounding")
     assert not [s for s in spans if s["label"] == "HALLUCINATION"] and grounding.passed, good.reason
-    # The relevance model scores this overview 0.02 against the generic request; it does not read
-    # data-to-text requests, so no agreement spread sends the grounded answer to review.
+    # The shipped relevance model scores this faithful overview near zero against the generic request,
+    # so relevance does not judge data-to-text requests, and no agreement spread sends the grounded
+    # answer to review.
+    assert gate.validators["qa_relevance"].scores([(question, faithful)])[0] < 0.1
+    assert not good.validators["qa_relevance"].applies
     assert good.decision == "ACCEPT", good.reason
     for wrong in ("It also offers outdoor seating.", "Reviewers rated it 2 stars on average."):
         bad = gate.validate(Case(id="bad", question=question, context=[RECORD], answer=f"{faithful} {wrong}"))
