@@ -179,6 +179,8 @@ def calibrate_command(
                                  "pooling their answers"),
     validators: Optional[str] = typer.Option(None, help="comma-separated validator names"),
     models_dir: Optional[Path] = typer.Option(None, help="folder with trained validators"),
+    json_out: Optional[Path] = typer.Option(None, "--json", help="also write the fit, curves, separability and "
+                                            "leave-one-out rates as JSON"),
 ) -> None:
     """Fit the gate's minimums to your labelled answers: the least friction at the allowed miss rate."""
     if not labelled.is_file():
@@ -213,6 +215,16 @@ def calibrate_command(
         points = [fitted["curves"][name][index] for name in TUNED_CHECKS]
         curve.add_row(f"{points[0]['minimum']:.2f}", *[f"{_pct(p['friction'])} / {_pct(p['miss'])}" for p in points])
     console.print(curve)
+    separable = Table(title="how well each check alone separates good from bad answers: ROC-AUC [95%] "
+                            "(0.5 = chance; a minimum trades friction for misses along this curve)")
+    separable.add_column("scope")
+    for name in TUNED_CHECKS:
+        separable.add_column(name)
+    for scope in dict.fromkeys(row["scope"] for row in fitted["separability"]):
+        cells = {row["check"]: f"{row['roc_auc']:.2f} [{row['roc_auc_ci'][0]:.2f}, {row['roc_auc_ci'][1]:.2f}]"
+                 for row in fitted["separability"] if row["scope"] == scope}
+        separable.add_row(scope, *[cells.get(name, "") for name in TUNED_CHECKS])
+    console.print(separable)
     combined = fitted["combined"]
     fits = [overall, *(entry["fit"] for entry in fitted["tasks"].values())]
     if any(fit.miss > max_miss + 1e-12 for fit in fits):
@@ -247,6 +259,8 @@ def calibrate_command(
         "fitted_on_data": {"friction": round(combined["friction"], 4), "miss": round(combined["miss"], 4),
                            "averaged_over_datasets": {k: round(v, 4) for k, v in per_source.items() if v is not None}},
         **({"leave_one_dataset_out": held_out} if held_out else {}),
+        "roc_auc": {scope: {row["check"]: row["roc_auc"] for row in fitted["separability"] if row["scope"] == scope}
+                    for scope in dict.fromkeys(row["scope"] for row in fitted["separability"])},
         "validators": {name: info["sha256"] or info["kind"] for name, info in gate.models.items()},
         "date": datetime.now(timezone.utc).strftime("%Y-%m-%d"),
     }
@@ -258,6 +272,14 @@ def calibrate_command(
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(text, encoding="utf-8")
     console.print(f"wrote {out}")
+    if json_out:
+        report = {"provenance": provenance, "config": str(out),
+                  "overall": vars(overall), "tasks": {t: {**e, "fit": vars(e["fit"])} for t, e in fitted["tasks"].items()},
+                  "skipped_tasks": fitted["skipped_tasks"], "combined": combined, "curves": fitted["curves"],
+                  "separability": fitted["separability"], "leave_one_out": fitted["leave_one_out"]}
+        json_out.parent.mkdir(parents=True, exist_ok=True)
+        json_out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+        console.print(f"wrote {json_out}")
     if errors:
         raise typer.Exit(code=1)
 

@@ -14,7 +14,7 @@ import yaml
 from typer.testing import CliRunner
 
 from autovalidators.inference.calibrate import (GRID, TUNED_CHECKS, _Acceptance, fit_minimums, labels_needed,
-                                                render_config, shortfall)
+                                                render_config, separability, shortfall)
 from autovalidators.inference.cli import app, _register_commands
 from autovalidators.inference.config import CONFIG_DIR, GateConfig, TaskPolicy, load_gate_config
 from autovalidators.inference.gate_quality import balanced_rates, paired_change, rates, read_labelled
@@ -55,6 +55,29 @@ def _two_sources():
     scores[:, TUNED_CHECKS.index("grounding")] = [r[2] for r in rows]
     scores[:, TUNED_CHECKS.index("relevance")] = [r[3] for r in rows]
     return _Acceptance(np.ones(len(rows), dtype=bool), scores), good, np.array([r[1] for r in rows])
+
+
+def test_separability_is_each_checks_roc_auc_per_task_and_dataset():
+    acceptance, good, source = _two_sources()
+    task = np.array(["QA"] * len(good))
+    rows = {(r["scope"], r["check"]): r for r in separability(acceptance, good, task, source, resamples=200)}
+    # Checks that never apply (NaN) get no row; the pooled task and each of its datasets get one.
+    assert {check for _, check in rows} == {"grounding", "relevance"}
+    assert {scope for scope, _ in rows} == {"all", "QA", "QA A", "QA B"}
+    # A: relevance separates perfectly, grounding (1.0 for every answer) not at all.
+    assert rows[("QA A", "relevance")]["roc_auc"] == 1.0 and rows[("QA A", "relevance")]["roc_auc_ci"] == [1.0, 1.0]
+    assert rows[("QA A", "grounding")]["roc_auc"] == 0.5
+    # B: 30 good answers above the 10 bad ones, 10 below them: 30/40 of good-bad pairs ordered right.
+    assert rows[("QA B", "grounding")]["roc_auc"] == pytest.approx(0.75)
+    low, high = rows[("QA B", "grounding")]["roc_auc_ci"]
+    assert low < 0.75 < high
+    # Pooled, A's grounded off-topic answers outrank B's good ones: pooling hides what B's check does.
+    assert rows[("QA", "grounding")]["roc_auc"] < rows[("QA B", "grounding")]["roc_auc"]
+    assert rows[("QA", "grounding")]["good"] == 80 and rows[("QA", "grounding")]["bad"] == 50
+    # Fewer than MIN_SEPARABLE bad answers in a scope: no AUC is claimed for it.
+    few = good.copy()
+    few[np.flatnonzero(~good & (source == "B"))[1:]] = True
+    assert ("QA B", "grounding") not in {(r["scope"], r["check"]) for r in separability(acceptance, few, task, source)}
 
 
 def test_a_balanced_fit_does_not_let_one_source_pay_for_anothers_misses():
@@ -174,8 +197,15 @@ def test_render_keeps_the_base_comments_and_writes_minimums_tasks_and_provenance
 
 def test_calibrate_then_benchmark_gate_on_real_labelled_answers(tmp_path):
     out = tmp_path / "gate.yaml"
-    result = runner.invoke(app, ["calibrate", str(FIXTURE), "--max-miss", "0.15", "--leave-one-out", "--out", str(out)])
+    report = tmp_path / "calibrate.json"
+    result = runner.invoke(app, ["calibrate", str(FIXTURE), "--max-miss", "0.15", "--leave-one-out", "--out", str(out),
+                                 "--json", str(report)])
     assert result.exit_code == 0, result.output
+    assert "how well each check alone separates" in " ".join(result.output.split())
+    written = json.loads(report.read_text())
+    assert written["provenance"]["data_sha256"] and written["leave_one_out"]
+    aucs = {(r["scope"], r["check"]): r["roc_auc"] for r in written["separability"]}
+    assert 0.5 < aucs[("all", "relevance")] <= 1.0  # the off-topic fixture answers score low relevance
     # Left out, RAGTruth's 16 answers meet minimums fitted on the other 60; without XQuAD (40) or TyDi
     # (20) too few good answers remain to fit on, and the table says so instead of fitting anyway.
     assert "each dataset left out" in result.output and "without it:" in " ".join(result.output.split())
@@ -185,6 +215,7 @@ def test_calibrate_then_benchmark_gate_on_real_labelled_answers(tmp_path):
     assert provenance["balance"] is None  # pooled rates, the default
     assert provenance["fitted_on_data"]["miss"] <= 0.15
     assert set(provenance["leave_one_dataset_out"]) == {"ragtruth"}
+    assert provenance["roc_auc"]["all"] == {check: aucs[("all", check)] for check in provenance["roc_auc"]["all"]}
     # The shipped config on the same answers, and the fitted one: `benchmark gate` reproduces the
     # fitted rates exactly, and the fit stops no more good answers than the shipped minimums at no
     # more misses than allowed.
