@@ -27,7 +27,8 @@ from typing import TYPE_CHECKING, Sequence
 import numpy as np
 
 from . import heuristics
-from .text import NEGATIONS, Sentence, Token, language_of, split_sentences, tokenize, unsupported_phrases
+from .text import (NEGATIONS, Sentence, Token, is_known, language_of, split_sentences, stems_of, tokenize,
+                   unsupported_phrases)
 
 if TYPE_CHECKING:
     from .case import Case
@@ -114,7 +115,7 @@ class ContextIndex:
         chunks = context_chunks(context, tokens=tokens)
         starts = [t.start for t in tokens]
         facts = [_content_stems_between(tokens, starts, f.start, f.end) for f in heuristics.atomic_facts(context)]
-        return cls(text=context, stems={t.stem for t in tokens}, numbers={t.stem for t in tokens if t.is_number},
+        return cls(text=context, stems=stems_of(tokens), numbers={t.stem for t in tokens if t.is_number},
                    bigrams=set(zip(content, content[1:])), negated=bool(NEGATIONS & {t.text for t in tokens}),
                    chunks=chunks[:MAX_CHUNKS], tokens=len(tokens), truncated_chunks=max(0, len(chunks) - MAX_CHUNKS),
                    fact_stems=facts)
@@ -196,7 +197,7 @@ def sentence_signals(answer: str, context: ContextIndex) -> list[SentenceSignals
         tokens = tokenize(sentence.text)
         content = [t for t in tokens if not t.is_stopword]
         stems = {t.stem for t in content}
-        supported = [t.stem in (context.numbers if t.is_number else context.stems) for t in tokens]
+        supported = [t.stem in context.numbers if t.is_number else is_known(t, context.stems) for t in tokens]
         content_supported = [ok for t, ok in zip(tokens, supported) if not t.is_stopword]
         total = sum(heuristics.claim_weight(t) for t in content)
         found = sum(heuristics.claim_weight(t) for t, ok in zip(content, content_supported) if ok)

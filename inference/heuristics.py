@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from .records import parse_record, record_checks
-from .text import NEGATIONS, Sentence, Token, content_stems, split_sentences, tokenize, unsupported_phrases
+from .text import (NEGATIONS, Sentence, Token, content_stems, is_known, split_sentences, stems_of, tokenize,
+                   unsupported_phrases)
 
 # Stylistic filler that is neither a claim nor a hallucination.
 NOISE_PATTERNS = [
@@ -137,7 +138,7 @@ def is_name(token: Token, sentence: str) -> bool:
 def sentence_support(answer: str, context: str) -> list[SentenceSupport]:
     """Per answer sentence: how much of it the context supports."""
     context_tokens = tokenize(context)
-    context_stems = {t.stem for t in context_tokens}
+    context_stems = stems_of(context_tokens)
     context_prefixes: set[str] | None = None  # built on the first name the context lacks
     context_numbers = {t.stem for t in context_tokens if t.is_number}
     context_negated = bool(NEGATIONS & {t.text for t in context_tokens})
@@ -152,7 +153,7 @@ def sentence_support(answer: str, context: str) -> list[SentenceSupport]:
         checks = record_checks(sentence.text, record)
         # The weighted share reads every word against the context's stems; the caps read a number
         # against its numbers (and the record's numbers in other words).
-        in_context = [t.stem in context_stems or t.stem in checks.supported_stems for t in tokens]
+        in_context = [is_known(t, context_stems) or t.stem in checks.supported_stems for t in tokens]
         supported = tuple((t.stem in context_numbers or t.stem in checks.explained_numbers) if t.is_number else ok
                           for t, ok in zip(tokens, in_context))
         total = sum(claim_weight(t) for t in content)

@@ -60,6 +60,8 @@ _SCHEDULE_CUT = re.compile(_CLAIM_CUT.pattern + r"|,|\band\b(?=\s+(?:from|on|unt
 _UNSTATED = re.compile(r"\b(?:not|never) (?:specified|mentioned|stated|listed|included|indicated|provided|given)\b"
                        r"|\bno (?:information|mention|data|details)\b"
                        r"|\b(?:does|do)(?:n't| not) (?:include|mention|specify|say|state|list|indicate)\b", re.IGNORECASE)
+_STARS_KEY = re.compile(r"""["'][\w ]*stars["']\s*:""", re.IGNORECASE)
+_OUT_OF_FIVE = re.compile(r"\bout of (?:5|five)(?:\.0)?\b|\b(?:5|five)[- ]star\b", re.IGNORECASE)
 DAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 _DAY = r"(monday|tuesday|wednesday|thursday|friday|saturday|sunday)s?"
 _DAY_RANGE = re.compile(rf"\b{_DAY}\s*(?:to|through|thru|till|until|-|–)\s*{_DAY}\b", re.IGNORECASE)
@@ -119,6 +121,9 @@ class Record:
     # Stems every sentence may use against this record: RECORD_FRAMING_WORDS and the names of the
     # states its `state` codes stand for.
     framing: frozenset[str] = frozenset()
+    # The record rates on stars ("business_stars": 3.5): "3.5 out of 5 stars" restates it, and the
+    # scale's 5 is no number the record needs to hold.
+    star_scale: bool = False
 
 
 @dataclass(frozen=True)
@@ -155,7 +160,7 @@ def _parse_record(stripped: str) -> Record | None:
     listed = {w for a in attributes for w in (*a.words, *a.parent_words)} | _LIST_GLUE
     states = {t.stem for code in _state_codes(data) for t in tokenize(US_STATES[code])}
     return Record(tuple(attributes), hours, frozenset(DAYS) - set(hours) if hours else frozenset(), frozenset(listed),
-                  _FRAMING | states)
+                  _FRAMING | states, bool(_STARS_KEY.search(stripped)))
 
 
 def _state_codes(node: dict) -> set[str]:
@@ -296,6 +301,8 @@ def record_checks(sentence: str, record: Record | None) -> RecordCheck:
                 supported |= _AVAILABILITY | set(attribute.words) | (attribute.parent_words & stems)
                 supported |= {t.stem for t in tokens if t.text in _DENIALS}
                 supported |= {t.stem for t in tokens[mention[0]:mention[1] + 1]}
+    if record.star_scale and _OUT_OF_FIVE.search(sentence):
+        numbers.add("5")
     for clause in _clauses(sentence, _SCHEDULE_CUT) if record.hours else []:
         words = {t.text for t in tokenize(clause)}
         negated = bool(_DENIALS & words)

@@ -246,6 +246,40 @@ def _read_number_words(text: str, tokens: list[Token]) -> list[Token]:
     return read
 
 
+def _joined_stem(words: Sequence[str]) -> str:
+    word = "".join(words)
+    return _stem("russian" if _CYRILLIC.match(word[0]) else "english", word)
+
+
+def hyphen_joined(token: Token) -> str | None:
+    """The stem of a hyphenated word's parts run together ("wi-fi" -> wifi); None for any other word."""
+    if token.is_number or "-" not in token.text:
+        return None
+    return _joined_stem([part for part in token.text.split("-") if part])
+
+
+def stems_of(tokens: Sequence[Token]) -> set[str]:
+    """Every stem a text's words go by: their own, and the one word a hyphenated or camelCase word
+    makes run together (a context's "take-out" or a record's "WiFi", read as "wi" "fi", is an
+    answer's "takeout" or "Wi-Fi", see `is_known`). Not the parts alone: a context's "well-known"
+    does not support an answer's "known"."""
+    stems = {t.stem for t in tokens}
+    stems.update(joined for t in tokens if (joined := hyphen_joined(t)))
+    run: list[str] = []
+    for token, after in zip(tokens, [*tokens[1:], None]):
+        run.append(token.text)
+        if after is None or after.start != token.end or token.is_number or after.is_number:
+            if len(run) > 1:
+                stems.add(_joined_stem(run))
+            run = []
+    return stems
+
+
+def is_known(token: Token, stems: set[str] | frozenset[str]) -> bool:
+    """The word is among `stems` (from `stems_of`): its own stem or, hyphenated, its parts run together."""
+    return token.stem in stems or (joined := hyphen_joined(token)) is not None and joined in stems
+
+
 def content_stems(text: str) -> set[str]:
     """Stems of the tokens that carry meaning (no stopwords)."""
     return {t.stem for t in tokenize(text) if not t.is_stopword}

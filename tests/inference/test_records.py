@@ -99,3 +99,36 @@ def test_json_records_read_as_python_ones():
 def test_prose_and_unreadable_contexts_get_no_record_checks(context):
     assert parse_record(context) is None
     assert support("It is open on Sundays and takes reservations.", context).record_conflicts == ()
+
+
+WIFI_RECORD = str({**RECORD, "attributes": {**RECORD["attributes"], "WiFi": "free"}})
+
+
+@pytest.mark.parametrize("answer", ["It offers free Wi-Fi and outdoor seating.",
+                                    "It offers free wifi and takeout."])
+def test_a_hyphenated_or_run_together_word_meets_the_records_camelcase_key(answer):
+    # The record writes "WiFi" (read as "wi" "fi") and "RestaurantsTakeOut"; answers write
+    # "Wi-Fi", "wifi", "takeout". Every word of these sentences is the record's.
+    assert support(answer, WIFI_RECORD).support == 1.0
+
+
+def test_the_parts_of_a_hyphenated_context_word_do_not_support_a_word_alone():
+    context = "The well-known bakery opened a take-out counter."
+    assert support("The bakery opened a takeout counter.", context).support == 1.0
+    assert support("The bakery is known for its takeout counter.", context).support < 1.0
+
+
+@pytest.mark.parametrize("answer, supported", [
+    ("The business has a rating of 4 out of 5 stars.", True),
+    ("It is rated 4.0 out of five.", True),
+    ("It has a rating of 4.5 out of 5 stars.", False),   # the record's rating is 4.0
+])
+def test_a_star_rating_on_its_five_star_scale(answer, supported):
+    item = support(answer)
+    assert (item.unsupported_numbers == ()) is supported, item.unsupported_numbers
+    assert "5" not in item.unsupported_numbers  # the scale is no claim
+
+
+def test_a_five_the_record_has_no_scale_for_is_still_checked():
+    prose = "The bakery sells bread and rolls; reviewers rate it highly."
+    assert "5" in support("Reviewers give it 4 out of 5.", prose).unsupported_numbers
