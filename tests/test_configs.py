@@ -53,6 +53,8 @@ SCHEMAS = {
     "tone_model_e5_len128.yaml": "autovalidators.training.tasks.tone:ToneModelConfig",
     "abstention.yaml": "autovalidators.training.abstention.train:AbstentionConfig",
     "grounding.yaml": "autovalidators.training.tasks.grounding:GroundingConfig",
+    "grounding_gpu.yaml": "autovalidators.training.tasks.grounding:GroundingConfig",
+    "grounding_gpu_long.yaml": "autovalidators.training.tasks.grounding:GroundingConfig",
     "fact_spans_combiner.yaml": "autovalidators.training.grounding.combiner:CombinerConfig",
     **{f"fact_spans_variants/{name}.yaml": "autovalidators.training.grounding.combiner:CombinerConfig"
        for name in ("sentences", "rag_weighted", "plain_max")},
