@@ -117,9 +117,11 @@ def decisions(path: Path) -> dict[str, str | None]:
 
 
 def machine() -> dict[str, Any]:
+    from .onnx_session import cpu_description
+
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     return {"platform": platform.platform(), "processor": platform.processor() or platform.machine(),
-            "cores": cores, "load_average_1m": round(os.getloadavg()[0], 2)}
+            **cpu_description(), "cores": cores, "load_average_1m": round(os.getloadavg()[0], 2)}
 
 
 def benchmark_batch(source: Path, work: Path, *, cases: int = 2000, memory_cases: int = 200, workers: int = 2,

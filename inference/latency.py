@@ -11,6 +11,7 @@ import numpy as np
 
 from .case import Case
 from .gate import Gate
+from .onnx_session import cpu_description
 
 
 def percentiles(samples_ms: Sequence[float]) -> dict[str, float]:
@@ -46,5 +47,5 @@ def measure_gate(gate: Gate, cases: Sequence[Case], *, repeat: int = 20, warmup:
         "batch_cases_per_s": len(cases) * repeat / batch_seconds,
         "validators": gate.models,
         "machine": {"cpus": os.cpu_count(), "processor": platform.processor() or platform.machine(),
-                    "threads_env": os.environ.get("AUTOVALIDATORS_THREADS")},
+                    **cpu_description(), "threads_env": os.environ.get("AUTOVALIDATORS_THREADS")},
     }

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import platform
 from pathlib import Path
 from typing import Mapping
 
@@ -19,6 +20,26 @@ _NUMPY_TYPES = {
 
 # AUTOVALIDATORS_ORT_SPIN: spin while a call runs (default), always, never.
 SPIN_MODES = ("run", "1", "0")
+
+
+def cpu_description() -> dict[str, str]:
+    """The CPU's model name and how onnxruntime's int8 GEMM adds on it: "vnni" (int32, exact) or
+    "avx2" (u8 x s8 pairs saturate at int16; see training/unsigned_int8.py). Benchmarks record it:
+    int8 weights stored signed score differently on the two."""
+    name, flags = platform.processor() or platform.machine(), set()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as handle:
+            for line in handle:
+                key, _, value = line.partition(":")
+                if key.strip() == "model name":
+                    name = value.strip()
+                elif key.strip() == "flags":
+                    flags = set(value.split())
+                    break
+    except OSError:
+        return {"cpu": name, "int8_dot_product": "unknown"}
+    vnni = flags & {"avx512_vnni", "avx_vnni", "amx_int8"}
+    return {"cpu": name, "int8_dot_product": "vnni" if vnni else "avx2" if "avx2" in flags else "other"}
 
 
 class OnnxSession:

@@ -282,3 +282,24 @@ def train_tone_head_command(
     for language, cuts in report["thresholds_by_language"].items():
         console.print(f"thresholds ({language}): {json.dumps({k: round(v, 3) for k, v in cuts.items()})}")
     console.print(f"wrote {Path(load_config(config).output_dir) / 'report.json'}" + (f" and shipped to {to}" if to else ""))
+
+
+@export_app.command("unsigned-int8", help="Store a model folder's int8 weights as uint8 (lossless), so CPUs with "
+                                          "and without VNNI give the same scores; re-hashes its manifest.")
+def unsigned_int8_command(
+    model: Path = typer.Argument(..., help="a model folder written by `autovalidators export`"),
+) -> None:
+    from autovalidators.inference.manifest import ManifestError, load_manifest, write_manifest
+    from autovalidators.training.unsigned_int8 import UnsignedInt8Error, make_file_unsigned
+
+    try:
+        manifest = load_manifest(model)  # a folder that verifies before, so the new hashes vouch for this change only
+        changed = {path.name: make_file_unsigned(path) for path in sorted(model.glob("*.onnx"))}
+    except (ManifestError, UnsignedInt8Error) as exc:
+        raise _fail(str(exc)) from None
+    if not any(changed.values()):
+        console.print(f"{model}: no int8 weights to convert")
+        return
+    write_manifest(model, manifest.model_dump(exclude={"format_version", "files"}))
+    console.print(f"{model}: " + ", ".join(f"{name} {count} tensors" for name, count in changed.items() if count)
+                  + "; manifest re-hashed. Its benchmark.json names the old sha256: rerun `autovalidators benchmark`")

@@ -52,9 +52,11 @@ def time_calls(function: Callable[[], Any], runs: int, warmup: int = 3) -> dict[
 def machine() -> dict[str, Any]:
     import os
 
+    from autovalidators.inference.onnx_session import cpu_description
+
     # The load average says how busy the machine was: latency on a shared box is not a quiet one's.
     return {"platform": platform.platform(), "processor": platform.processor() or platform.machine(),
-            "cpu_count": os.cpu_count(), "load_average_1m": round(os.getloadavg()[0], 2)}
+            **cpu_description(), "cpu_count": os.cpu_count(), "load_average_1m": round(os.getloadavg()[0], 2)}
 
 
 def f1_from_counts(tp: np.ndarray, fp: np.ndarray, fn: np.ndarray) -> np.ndarray:
