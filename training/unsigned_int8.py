@@ -1,5 +1,5 @@
 """Stores a quantized model's int8 GEMM weights as uint8 (zero point + 128), so that every x86 CPU
-computes the same integers and therefore the same scores.
+computes exact integer sums (no int16 saturation).
 
 Why: onnxruntime multiplies the uint8 activations of a dynamic-int8 model by int8 weights with
 `vpmaddubsw` on x86 CPUs without VNNI (AVX2 only: AMD Zen 1-3, Intel before Ice Lake). That
@@ -12,6 +12,16 @@ scored as recorded elsewhere. uint8 weights with a zero point of 128 go through 
 kernel, which widens to int16 before it multiplies: exact on every CPU. The change is lossless,
 (w + 128) - 128 = w, so a model keeps the scores it was measured with on a VNNI machine.
 `tests/training/test_unsigned_int8.py` shows the saturation and its absence.
+
+What it does not give: identical scores on every CPU. The float kernels (GELU, softmax, LayerNorm)
+of AVX2 and AVX-512 builds round differently and each call's activation scale carries that into
+the integers: the same qa_relevance file scored 53 of 1,591 held-out pairs more than 0.01 apart on
+the two (at most 0.223). What it costs: on AVX2 the exact u8 x u8 kernel is slower than the
+saturating u8 x s8 one (an ad-hoc timing on an AVX2-only EPYC, one 128-token text on 2 threads:
+25-31 ms against 16-21 ms for qa_relevance, 26.1 against 16.7 ms for tone; `benchmark gate`
+with `--models-dir` pointing at signed copies measures it on your CPU). Re-rounding the weights
+to 7 bits, the other exact route, was as fast as signed but moved tone probabilities by up to
+0.56 on 800 test texts, so it was not taken.
 """
 
 from __future__ import annotations
