@@ -13,7 +13,7 @@ import typer
 import yaml
 from rich.table import Table
 
-from .calibrate import TUNED_CHECKS, TooFewLabels, calibrate, file_sha256, render_config
+from .calibrate import OUT_OF_SAMPLE_ROUNDS, TUNED_CHECKS, TooFewLabels, calibrate, file_sha256, render_config
 from .case import Case, CaseError, parse_case, read_records
 from .cli import _build_gate, _fail, app, benchmark_app, console, prepare_app
 from .config import CONFIG_DIR, GateConfig
@@ -177,6 +177,10 @@ def calibrate_command(
     balance: bool = typer.Option(False, "--balance/--no-balance", help="average friction and miss over the "
                                  "datasets (meta.dataset) in each task, each weighing the same, instead of "
                                  "pooling their answers"),
+    out_of_sample_rounds: int = typer.Option(OUT_OF_SAMPLE_ROUNDS, "--out-of-sample", min=0,
+                                             help="rounds of fitting on three quarters of each task's answer "
+                                             "groups (meta.group) and deciding the rest: the rates to expect on "
+                                             "new answers from the same sources (0: skip)"),
     validators: Optional[str] = typer.Option(None, help="comma-separated validator names"),
     models_dir: Optional[Path] = typer.Option(None, help="folder with trained validators"),
     json_out: Optional[Path] = typer.Option(None, "--json", help="also write the fit, curves, separability and "
@@ -191,7 +195,7 @@ def calibrate_command(
     gate = _build_gate(config, validators, models_dir)
     try:
         fitted = calibrate(gate, items, max_miss=max_miss, source=labelled, per_task=per_task,
-                           leave_one_out=leave_one_out, balance=balance)
+                           leave_one_out=leave_one_out, balance=balance, out_of_sample_rounds=out_of_sample_rounds)
     except TooFewLabels as exc:
         raise _fail(str(exc)) from None
     overall = fitted["overall"]
@@ -247,6 +251,9 @@ def calibrate_command(
                           f"{_pct(row['fitted_with_it']['miss'])} / {_pct(without.get('miss'))}"
                           + (f"  ({row['skipped']})" if "skipped" in row else ""))
         console.print(table)
+    unseen = fitted["out_of_sample"]
+    if unseen:
+        _print_out_of_sample(unseen, fitted)
     base_path = config or CONFIG_DIR / "gate.yaml"
     held_out = {row["dataset"]: {k: round(v, 4) for k, v in row["fitted_without_it"].items() if v is not None}
                 for row in fitted["leave_one_out"] if "fitted_without_it" in row}
@@ -259,6 +266,9 @@ def calibrate_command(
         "fitted_on_data": {"friction": round(combined["friction"], 4), "miss": round(combined["miss"], 4),
                            "averaged_over_datasets": {k: round(v, 4) for k, v in per_source.items() if v is not None}},
         **({"leave_one_dataset_out": held_out} if held_out else {}),
+        **({"out_of_sample": {"rounds": unseen["rounds"], "holdout_share": unseen["holdout_share"],
+                              **{scope: {k: round(v, 4) for k, v in rates_.items() if v is not None}
+                                 for scope, rates_ in unseen["rates"].items()}}} if unseen else {}),
         "roc_auc": {scope: {row["check"]: row["roc_auc"] for row in fitted["separability"] if row["scope"] == scope}
                     for scope in dict.fromkeys(row["scope"] for row in fitted["separability"])},
         "validators": {name: info["sha256"] or info["kind"] for name, info in gate.models.items()},
@@ -276,12 +286,33 @@ def calibrate_command(
         report = {"provenance": provenance, "config": str(out),
                   "overall": vars(overall), "tasks": {t: {**e, "fit": vars(e["fit"])} for t, e in fitted["tasks"].items()},
                   "skipped_tasks": fitted["skipped_tasks"], "combined": combined, "curves": fitted["curves"],
-                  "separability": fitted["separability"], "leave_one_out": fitted["leave_one_out"]}
+                  "separability": fitted["separability"], "leave_one_out": fitted["leave_one_out"],
+                  "out_of_sample": unseen}
         json_out.parent.mkdir(parents=True, exist_ok=True)
         json_out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
         console.print(f"wrote {json_out}")
     if errors:
         raise typer.Exit(code=1)
+
+
+def _print_out_of_sample(unseen: dict[str, Any], fitted: dict[str, Any]) -> None:
+    """The fitted rates beside the out-of-sample ones, and how far each fitted minimum moved between rounds."""
+    table = Table(title=f"out of sample: {unseen['rounds']} rounds, each fitting on "
+                        f"{1 - unseen['holdout_share']:.0%} of every task's answer groups and deciding the rest "
+                        "(rates: fitted / out of sample; each minimum: its median (lowest to highest) over the rounds)")
+    for column in ("scope", "friction", "miss", *TUNED_CHECKS):
+        table.add_column(column)
+    in_sample = {"all": fitted["combined"], **{task: vars(entry["fit"]) for task, entry in fitted["tasks"].items()}}
+    for scope, rates_ in unseen["rates"].items():
+        own = in_sample.get(scope, {})
+        spread = unseen["spread"].get(scope, {})
+        table.add_row(scope, f"{_pct(own.get('friction'))} / {_pct(rates_['friction'])}",
+                      f"{_pct(own.get('miss'))} / {_pct(rates_['miss'])}",
+                      *[f"{s['median']:.2f} ({s['low']:.2f} to {s['high']:.2f})" if (s := spread.get(name)) else ""
+                        for name in TUNED_CHECKS])
+    console.print(table)
+    if unseen["skipped_rounds"]:
+        console.print(f"{unseen['skipped_rounds']} rounds skipped: their fitting part had too few labels")
 
 
 @prepare_app.command("gate-sets")

@@ -141,6 +141,62 @@ def test_the_fit_counts_pinned_cases_as_they_were_decided():
     assert (fit.friction, fit.miss) == (0.5, 0.5) and 0.2 < fit.minimums["grounding"] <= 0.9
 
 
+def _one_check(scores: np.ndarray, good: np.ndarray):
+    from autovalidators.inference import calibrate
+    table = np.full((len(good), len(TUNED_CHECKS)), np.nan)
+    table[:, TUNED_CHECKS.index("grounding")] = scores
+    return calibrate._Acceptance(np.ones(len(good), dtype=bool), table)
+
+
+def test_out_of_sample_rates_show_what_a_fit_to_noise_hides():
+    from autovalidators.inference.calibrate import out_of_sample
+    rng = np.random.default_rng(0)
+    good = np.repeat([True, False], 100)
+    task, groups = np.array(["QA"] * 200), np.array([str(i) for i in range(200)])
+    # Four scores unrelated to the label: the combination of minimums with the least friction at the
+    # miss limit on these answers is the one that fits their noise best, and on answers it was not
+    # fitted on it stops more good ones and serves more bad ones than it did here.
+    from autovalidators.inference import calibrate
+    noise = calibrate._Acceptance(np.ones(200, dtype=bool), rng.random((200, len(TUNED_CHECKS))))
+    fitted = fit_minimums(noise, good, np.ones(200, dtype=bool), max_miss=0.1,
+                          prefer_near={n: 0.0 for n in TUNED_CHECKS})
+    unseen = out_of_sample(noise, good, task, groups, max_miss=0.1, per_task=True, rounds=20)
+    assert fitted.miss <= 0.1 < unseen["rates"]["all"]["miss"]
+    assert fitted.friction < unseen["rates"]["all"]["friction"]
+    assert unseen["rates"]["QA"] == unseen["rates"]["all"] and unseen["rounds"] == 20
+    low, high = unseen["spread"]["QA"]["grounding"]["low"], unseen["spread"]["QA"]["grounding"]["high"]
+    assert low < high  # the minimum moves with the answers it was fitted on
+    # A score that separates good from bad: the same minimums every round, no optimism to show.
+    clean = _one_check(np.where(good, 0.9, 0.2), good)
+    unseen = out_of_sample(clean, good, task, groups, max_miss=0.1, per_task=True, rounds=10)
+    assert unseen["rates"]["all"] == {"friction": 0.0, "miss": 0.0}
+    assert unseen["spread"]["all"]["grounding"]["low"] == unseen["spread"]["all"]["grounding"]["high"]
+
+
+def test_out_of_sample_sets_aside_whole_answer_groups_and_fits_on_the_rest(monkeypatch):
+    from autovalidators.inference import calibrate
+    good = np.tile([True, False], 100)
+    groups = np.repeat([f"question-{i}" for i in range(50)], 4)  # four answers to each question
+    task = np.where(np.arange(200) < 120, "QA", "Summary")
+    fitted_on = []
+    real_fit_scope = calibrate._fit_scope
+
+    def recording(acceptance, good_, task_, scope, **kwargs):
+        fitted_on.append(scope.copy())
+        return real_fit_scope(acceptance, good_, task_, scope, **kwargs)
+
+    monkeypatch.setattr(calibrate, "_fit_scope", recording)
+    acceptance = _one_check(np.where(good, 0.9, 0.2), good)
+    result = calibrate.out_of_sample(acceptance, good, task, groups, max_miss=0.2, per_task=True, rounds=5)
+    assert len(fitted_on) == result["rounds"] == 5
+    for scope in fitted_on:
+        for name in np.unique(groups):  # a question's answers are all fitted on or all set aside
+            assert len(set(scope[groups == name])) == 1
+        for kind in ("QA", "Summary"):  # a quarter of each task's questions set aside
+            aside = np.unique(groups[(task == kind) & ~scope])
+            assert len(aside) == round(calibrate.HOLDOUT_SHARE * len(np.unique(groups[task == kind])))
+
+
 def test_the_paired_change_counts_each_case_against_itself():
     def case(case_id, good, accepted, language="en"):
         return {"id": case_id, "good": good, "accepted": accepted, "language": language, "task": "QA"}
@@ -215,6 +271,10 @@ def test_calibrate_then_benchmark_gate_on_real_labelled_answers(tmp_path):
     assert provenance["balance"] is None  # pooled rates, the default
     assert provenance["fitted_on_data"]["miss"] <= 0.15
     assert set(provenance["leave_one_dataset_out"]) == {"ragtruth"}
+    # Out of sample: every task the fixture has, and the table beside the fitted rates.
+    assert provenance["out_of_sample"]["rounds"] > 0 and "all" in provenance["out_of_sample"]
+    assert written["out_of_sample"]["spread"]["all"].keys() == set(TUNED_CHECKS)
+    assert "out of sample" in result.output
     assert provenance["roc_auc"]["all"] == {check: aucs[("all", check)] for check in provenance["roc_auc"]["all"]}
     # The shipped config on the same answers, and the fitted one: `benchmark gate` reproduces the
     # fitted rates exactly, and the fit stops no more good answers than the shipped minimums at no
