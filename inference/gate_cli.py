@@ -181,6 +181,10 @@ def calibrate_command(
                                              help="rounds of fitting on three quarters of each task's answer "
                                              "groups (meta.group) and deciding the rest: the rates to expect on "
                                              "new answers from the same sources (0: skip)"),
+    hold_out_of_sample: bool = typer.Option(False, "--hold-out-of-sample", help="hold each task's out-of-sample "
+                                            "miss rate, not its fitted one, to --max-miss: fit it at the largest "
+                                            "limit from --max-miss down to half of it whose out-of-sample misses "
+                                            "stay within --max-miss"),
     validators: Optional[str] = typer.Option(None, help="comma-separated validator names"),
     models_dir: Optional[Path] = typer.Option(None, help="folder with trained validators"),
     json_out: Optional[Path] = typer.Option(None, "--json", help="also write the fit, curves, separability and "
@@ -195,7 +199,8 @@ def calibrate_command(
     gate = _build_gate(config, validators, models_dir)
     try:
         fitted = calibrate(gate, items, max_miss=max_miss, source=labelled, per_task=per_task,
-                           leave_one_out=leave_one_out, balance=balance, out_of_sample_rounds=out_of_sample_rounds)
+                           leave_one_out=leave_one_out, balance=balance, out_of_sample_rounds=out_of_sample_rounds,
+                           hold_out_of_sample=hold_out_of_sample)
     except TooFewLabels as exc:
         raise _fail(str(exc)) from None
     overall = fitted["overall"]
@@ -251,6 +256,12 @@ def calibrate_command(
                           f"{_pct(row['fitted_with_it']['miss'])} / {_pct(without.get('miss'))}"
                           + (f"  ({row['skipped']})" if "skipped" in row else ""))
         console.print(table)
+    held = fitted["held_limits"]
+    if held and held["curves"]:
+        _print_held_limits(held, max_miss)
+    elif held:
+        console.print(f"no task type has enough labels in three quarters of its answers to measure its "
+                      f"out-of-sample misses; every task is fitted at {max_miss:.2f}")
     unseen = fitted["out_of_sample"]
     if unseen:
         _print_out_of_sample(unseen, fitted)
@@ -266,6 +277,7 @@ def calibrate_command(
         "fitted_on_data": {"friction": round(combined["friction"], 4), "miss": round(combined["miss"], 4),
                            "averaged_over_datasets": {k: round(v, 4) for k, v in per_source.items() if v is not None}},
         **({"leave_one_dataset_out": held_out} if held_out else {}),
+        **({"miss_limit_per_task": held["limits"]} if held else {}),
         **({"out_of_sample": {"rounds": unseen["rounds"], "holdout_share": unseen["holdout_share"],
                               **{scope: {k: round(v, 4) for k, v in rates_.items() if v is not None}
                                  for scope, rates_ in unseen["rates"].items()}}} if unseen else {}),
@@ -287,12 +299,30 @@ def calibrate_command(
                   "overall": vars(overall), "tasks": {t: {**e, "fit": vars(e["fit"])} for t, e in fitted["tasks"].items()},
                   "skipped_tasks": fitted["skipped_tasks"], "combined": combined, "curves": fitted["curves"],
                   "separability": fitted["separability"], "leave_one_out": fitted["leave_one_out"],
-                  "out_of_sample": unseen}
+                  "out_of_sample": unseen, "held_limits": held}
         json_out.parent.mkdir(parents=True, exist_ok=True)
         json_out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
         console.print(f"wrote {json_out}")
     if errors:
         raise typer.Exit(code=1)
+
+
+def _print_held_limits(held: dict[str, Any], max_miss: float) -> None:
+    """Each task's out-of-sample friction and miss at every limit tried, and the one its fit is held to."""
+    table = Table(title=f"out-of-sample friction / miss per task at each fitting limit; each task is fitted at "
+                        f"the largest limit whose out-of-sample miss is at most {max_miss:.2f} (*)")
+    tasks = list(held["curves"])
+    table.add_column("limit")
+    for task in tasks:
+        table.add_column(task)
+    for row, limit in enumerate(point["limit"] for point in held["curves"][tasks[0]]) if tasks else []:
+        cells = []
+        for task in tasks:
+            point = held["curves"][task][row]
+            mark = " *" if held["limits"].get(task) == limit else ""
+            cells.append(f"{_pct(point['friction'])} / {_pct(point['miss'])}{mark}")
+        table.add_row(f"{limit:.3f}", *cells)
+    console.print(table)
 
 
 def _print_out_of_sample(unseen: dict[str, Any], fitted: dict[str, Any]) -> None:

@@ -197,6 +197,37 @@ def test_out_of_sample_sets_aside_whole_answer_groups_and_fits_on_the_rest(monke
             assert len(aside) == round(calibrate.HOLDOUT_SHARE * len(np.unique(groups[task == kind])))
 
 
+def test_held_limits_tighten_only_the_task_whose_fit_serves_more_bad_answers_out_of_sample():
+    from autovalidators.inference import calibrate
+    rng = np.random.default_rng(1)
+    good = np.tile(np.repeat([True, False], 100), 2)
+    task = np.repeat(["QA", "Summary"], 200)
+    groups = np.array([str(i) for i in range(400)])
+    scores = rng.random((400, len(TUNED_CHECKS)))  # Summary: four scores unrelated to the label
+    scores[:200] = np.nan
+    scores[:200, TUNED_CHECKS.index("grounding")] = np.where(good[:200], 0.9, 0.2)  # QA: one that separates
+    acceptance = calibrate._Acceptance(np.ones(400, dtype=bool), scores)
+    held = calibrate.held_limits(acceptance, good, task, groups, max_miss=0.15, rounds=10)
+    # QA's fit serves no bad answer it did not see: it keeps the limit asked for.
+    assert held["limits"]["QA"] == 0.15 and held["curves"]["QA"][0]["miss"] == 0.0
+    # Summary's fit to noise serves more than 15% out of sample at 0.15; it is held to the largest
+    # lower limit that does not, or the lowest one tried.
+    summary = held["curves"]["Summary"]
+    assert summary[0]["miss"] > 0.15 and held["limits"]["Summary"] < 0.15
+    chosen = next(p for p in summary if p["limit"] == held["limits"]["Summary"])
+    larger = [p for p in summary if p["limit"] > chosen["limit"]]
+    assert all(p["miss"] > 0.15 for p in larger)
+    assert chosen["miss"] <= 0.15 or chosen is summary[-1]
+    # The fit then uses those limits: Summary's own minimums are stricter than at 0.15.
+    everything = np.ones(400, dtype=bool)
+    loose, _, _ = calibrate._fit_scope(acceptance, good, task, everything, max_miss=0.15, per_task=True)
+    _, tasks_loose, _ = calibrate._fit_scope(acceptance, good, task, everything, max_miss=0.15, per_task=True)
+    _, tasks_held, _ = calibrate._fit_scope(acceptance, good, task, everything, max_miss=0.15, per_task=True,
+                                            task_limits=held["limits"])
+    assert tasks_held["QA"]["fit"].minimums == tasks_loose["QA"]["fit"].minimums
+    assert tasks_held["Summary"]["fit"].miss <= held["limits"]["Summary"] < tasks_loose["Summary"]["fit"].miss + 1e-9
+
+
 def test_the_paired_change_counts_each_case_against_itself():
     def case(case_id, good, accepted, language="en"):
         return {"id": case_id, "good": good, "accepted": accepted, "language": language, "task": "QA"}
@@ -299,6 +330,18 @@ def test_calibrate_then_benchmark_gate_on_real_labelled_answers(tmp_path):
     change = json.loads((tmp_path / "fitted.json").read_text())["versus_baseline"]["rows"][0]
     assert change["friction_change"] == pytest.approx(overall["friction"] - shipped["friction"], abs=1e-9)
     assert (tmp_path / "fitted_rates.png").is_file() and (tmp_path / "not-made-yet" / "shipped_rates.png").is_file()
+
+
+def test_calibrate_can_hold_the_out_of_sample_miss_rate_to_the_limit(tmp_path):
+    out, report = tmp_path / "gate.yaml", tmp_path / "calibrate.json"
+    result = runner.invoke(app, ["calibrate", str(FIXTURE), "--max-miss", "0.2", "--hold-out-of-sample",
+                                 "--out-of-sample", "5", "--out", str(out), "--json", str(report)])
+    assert result.exit_code == 0, result.output
+    # 33 good QA answers: three quarters of them are fewer than a fit needs, so no task is held and
+    # the command says so instead of holding a task on too few answers.
+    assert "no task type has enough labels" in " ".join(result.output.split())
+    assert load_gate_config(out).provenance["miss_limit_per_task"] == {}
+    assert json.loads(report.read_text())["held_limits"] == {"limits": {}, "curves": {}}
 
 
 def test_calibrate_balance_holds_the_average_over_datasets_to_the_limit(tmp_path):
