@@ -13,7 +13,9 @@ import typer
 import yaml
 from rich.table import Table
 
-from .calibrate import OUT_OF_SAMPLE_ROUNDS, TUNED_CHECKS, TooFewLabels, calibrate, file_sha256, render_config
+from .calibrate import calibrate, file_sha256, render_config
+from .minimums import TUNED_CHECKS, TooFewLabels
+from .out_of_sample import OUT_OF_SAMPLE_ROUNDS
 from .case import Case, CaseError, parse_case, read_records
 from .cli import _build_gate, _fail, app, benchmark_app, console, prepare_app
 from .config import CONFIG_DIR, GateConfig

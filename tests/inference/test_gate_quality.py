@@ -13,8 +13,9 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from autovalidators.inference.calibrate import (GRID, TUNED_CHECKS, _Acceptance, fit_minimums, labels_needed,
-                                                render_config, separability, shortfall)
+from autovalidators.inference import minimums, out_of_sample
+from autovalidators.inference.calibrate import render_config, separability
+from autovalidators.inference.minimums import GRID, TUNED_CHECKS, Acceptance, fit_minimums, labels_needed, shortfall
 from autovalidators.inference.cli import app, _register_commands
 from autovalidators.inference.config import CONFIG_DIR, GateConfig, TaskPolicy, load_gate_config
 from autovalidators.inference.gate_quality import balanced_rates, paired_change, rates, read_labelled
@@ -54,7 +55,7 @@ def _two_sources():
     scores = np.full((len(rows), len(TUNED_CHECKS)), np.nan)
     scores[:, TUNED_CHECKS.index("grounding")] = [r[2] for r in rows]
     scores[:, TUNED_CHECKS.index("relevance")] = [r[3] for r in rows]
-    return _Acceptance(np.ones(len(rows), dtype=bool), scores), good, np.array([r[1] for r in rows])
+    return Acceptance(np.ones(len(rows), dtype=bool), scores), good, np.array([r[1] for r in rows])
 
 
 def test_separability_is_each_checks_roc_auc_per_task_and_dataset():
@@ -102,14 +103,13 @@ def test_the_fit_is_the_best_combination_of_minimums(monkeypatch, seed, balanced
     # descent from minimums at 0, the search this replaced without its coarse start, misses the
     # optimum on each of these seeds.
     import itertools
-    from autovalidators.inference import calibrate
-    monkeypatch.setattr(calibrate, "GRID", (0.0, 0.3, 0.6, 0.9))
+    monkeypatch.setattr(minimums, "GRID", (0.0, 0.3, 0.6, 0.9))
     rng = np.random.default_rng(seed)
     good = rng.random(120) < 0.5
     # Scores correlated with the label, in different ways per check, so minimums trade off.
     scores = np.clip(rng.normal(0.5, 0.25, size=(120, len(TUNED_CHECKS))) + 0.2 * good[:, None], 0, 1)
     scores[rng.random(scores.shape) < 0.1] = np.nan  # checks that do not apply
-    acceptance = calibrate._Acceptance(rng.random(120) < 0.95, scores)
+    acceptance = Acceptance(rng.random(120) < 0.95, scores)
     sources = rng.choice(["A", "B", "C"], size=120) if balanced else None
     everything = np.ones(120, dtype=bool)
     near = {name: 0.0 for name in TUNED_CHECKS}
@@ -122,16 +122,15 @@ def test_the_fit_is_the_best_combination_of_minimums(monkeypatch, seed, balanced
     feasible = [measured(c) for c in itertools.product(range(4), repeat=len(TUNED_CHECKS))
                 if measured(c)[1] <= 0.2 + 1e-12]
     assert fit.miss <= 0.2 and fit.friction == pytest.approx(min(f for f, _ in feasible))
-    assert (fit.friction, fit.miss) == pytest.approx(measured([calibrate.GRID.index(fit.minimums[n])
+    assert (fit.friction, fit.miss) == pytest.approx(measured([minimums.GRID.index(fit.minimums[n])
                                                               for n in TUNED_CHECKS]))
 
 
 def test_the_fit_counts_pinned_cases_as_they_were_decided():
     # Pinned cases (decided by their task's own minimums) count in the rates but do not move.
-    from autovalidators.inference import calibrate
     scores = np.full((4, len(TUNED_CHECKS)), np.nan)
     scores[:, 0] = [0.9, 0.2, 0.9, 0.9]
-    acceptance = calibrate._Acceptance(np.ones(4, dtype=bool), scores)
+    acceptance = Acceptance(np.ones(4, dtype=bool), scores)
     good = np.array([True, False, False, True])
     pinned = (np.array([False, False, True, True]), np.array([False, False, True, False]))
     fit = fit_minimums(acceptance, good, np.ones(4, dtype=bool), max_miss=0.5,
@@ -142,25 +141,22 @@ def test_the_fit_counts_pinned_cases_as_they_were_decided():
 
 
 def _one_check(scores: np.ndarray, good: np.ndarray):
-    from autovalidators.inference import calibrate
     table = np.full((len(good), len(TUNED_CHECKS)), np.nan)
     table[:, TUNED_CHECKS.index("grounding")] = scores
-    return calibrate._Acceptance(np.ones(len(good), dtype=bool), table)
+    return Acceptance(np.ones(len(good), dtype=bool), table)
 
 
 def test_out_of_sample_rates_show_what_a_fit_to_noise_hides():
-    from autovalidators.inference.calibrate import out_of_sample
     rng = np.random.default_rng(0)
     good = np.repeat([True, False], 100)
     task, groups = np.array(["QA"] * 200), np.array([str(i) for i in range(200)])
     # Four scores unrelated to the label: the combination of minimums with the least friction at the
     # miss limit on these answers is the one that fits their noise best, and on answers it was not
     # fitted on it stops more good ones and serves more bad ones than it did here.
-    from autovalidators.inference import calibrate
-    noise = calibrate._Acceptance(np.ones(200, dtype=bool), rng.random((200, len(TUNED_CHECKS))))
+    noise = Acceptance(np.ones(200, dtype=bool), rng.random((200, len(TUNED_CHECKS))))
     fitted = fit_minimums(noise, good, np.ones(200, dtype=bool), max_miss=0.1,
                           prefer_near={n: 0.0 for n in TUNED_CHECKS})
-    unseen = out_of_sample(noise, good, task, groups, max_miss=0.1, per_task=True, rounds=20)
+    unseen = out_of_sample.out_of_sample(noise, good, task, groups, max_miss=0.1, per_task=True, rounds=20)
     assert fitted.miss <= 0.1 < unseen["rates"]["all"]["miss"]
     assert fitted.friction < unseen["rates"]["all"]["friction"]
     assert unseen["rates"]["QA"] == unseen["rates"]["all"] and unseen["rounds"] == 20
@@ -168,37 +164,35 @@ def test_out_of_sample_rates_show_what_a_fit_to_noise_hides():
     assert low < high  # the minimum moves with the answers it was fitted on
     # A score that separates good from bad: the same minimums every round, no optimism to show.
     clean = _one_check(np.where(good, 0.9, 0.2), good)
-    unseen = out_of_sample(clean, good, task, groups, max_miss=0.1, per_task=True, rounds=10)
+    unseen = out_of_sample.out_of_sample(clean, good, task, groups, max_miss=0.1, per_task=True, rounds=10)
     assert unseen["rates"]["all"] == {"friction": 0.0, "miss": 0.0}
     assert unseen["spread"]["all"]["grounding"]["low"] == unseen["spread"]["all"]["grounding"]["high"]
 
 
 def test_out_of_sample_sets_aside_whole_answer_groups_and_fits_on_the_rest(monkeypatch):
-    from autovalidators.inference import calibrate
     good = np.tile([True, False], 100)
     groups = np.repeat([f"question-{i}" for i in range(50)], 4)  # four answers to each question
     task = np.where(np.arange(200) < 120, "QA", "Summary")
     fitted_on = []
-    real_fit_scope = calibrate._fit_scope
+    real_fit_scope = out_of_sample.fit_scope
 
     def recording(acceptance, good_, task_, scope, **kwargs):
         fitted_on.append(scope.copy())
         return real_fit_scope(acceptance, good_, task_, scope, **kwargs)
 
-    monkeypatch.setattr(calibrate, "_fit_scope", recording)
+    monkeypatch.setattr(out_of_sample, "fit_scope", recording)
     acceptance = _one_check(np.where(good, 0.9, 0.2), good)
-    result = calibrate.out_of_sample(acceptance, good, task, groups, max_miss=0.2, per_task=True, rounds=5)
+    result = out_of_sample.out_of_sample(acceptance, good, task, groups, max_miss=0.2, per_task=True, rounds=5)
     assert len(fitted_on) == result["rounds"] == 5
     for scope in fitted_on:
         for name in np.unique(groups):  # a question's answers are all fitted on or all set aside
             assert len(set(scope[groups == name])) == 1
         for kind in ("QA", "Summary"):  # a quarter of each task's questions set aside
             aside = np.unique(groups[(task == kind) & ~scope])
-            assert len(aside) == round(calibrate.HOLDOUT_SHARE * len(np.unique(groups[task == kind])))
+            assert len(aside) == round(out_of_sample.HOLDOUT_SHARE * len(np.unique(groups[task == kind])))
 
 
 def test_held_limits_tighten_only_the_task_whose_fit_serves_more_bad_answers_out_of_sample():
-    from autovalidators.inference import calibrate
     rng = np.random.default_rng(1)
     good = np.tile(np.repeat([True, False], 100), 2)
     task = np.repeat(["QA", "Summary"], 200)
@@ -206,8 +200,8 @@ def test_held_limits_tighten_only_the_task_whose_fit_serves_more_bad_answers_out
     scores = rng.random((400, len(TUNED_CHECKS)))  # Summary: four scores unrelated to the label
     scores[:200] = np.nan
     scores[:200, TUNED_CHECKS.index("grounding")] = np.where(good[:200], 0.9, 0.2)  # QA: one that separates
-    acceptance = calibrate._Acceptance(np.ones(400, dtype=bool), scores)
-    held = calibrate.held_limits(acceptance, good, task, groups, max_miss=0.15, rounds=10)
+    acceptance = Acceptance(np.ones(400, dtype=bool), scores)
+    held = out_of_sample.held_limits(acceptance, good, task, groups, max_miss=0.15, rounds=10)
     # QA's fit serves no bad answer it did not see: it keeps the limit asked for.
     assert held["limits"]["QA"] == 0.15 and held["curves"]["QA"][0]["miss"] == 0.0
     # Summary's fit to noise serves more than 15% out of sample at 0.15; it is held to the largest
@@ -220,10 +214,9 @@ def test_held_limits_tighten_only_the_task_whose_fit_serves_more_bad_answers_out
     assert chosen["miss"] <= 0.15 or chosen is summary[-1]
     # The fit then uses those limits: Summary's own minimums are stricter than at 0.15.
     everything = np.ones(400, dtype=bool)
-    loose, _, _ = calibrate._fit_scope(acceptance, good, task, everything, max_miss=0.15, per_task=True)
-    _, tasks_loose, _ = calibrate._fit_scope(acceptance, good, task, everything, max_miss=0.15, per_task=True)
-    _, tasks_held, _ = calibrate._fit_scope(acceptance, good, task, everything, max_miss=0.15, per_task=True,
-                                            task_limits=held["limits"])
+    _, tasks_loose, _ = minimums.fit_scope(acceptance, good, task, everything, max_miss=0.15, per_task=True)
+    _, tasks_held, _ = minimums.fit_scope(acceptance, good, task, everything, max_miss=0.15, per_task=True,
+                                          task_limits=held["limits"])
     assert tasks_held["QA"]["fit"].minimums == tasks_loose["QA"]["fit"].minimums
     assert tasks_held["Summary"]["fit"].miss <= held["limits"]["Summary"] < tasks_loose["Summary"]["fit"].miss + 1e-9
 
