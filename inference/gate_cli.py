@@ -14,14 +14,14 @@ import yaml
 from rich.table import Table
 
 from .calibrate import calibrate, file_sha256, render_config
-from .minimums import TUNED_CHECKS, TooFewLabels
-from .out_of_sample import OUT_OF_SAMPLE_ROUNDS
 from .case import Case, CaseError, parse_case, read_records
 from .cli import _build_gate, _fail, app, benchmark_app, console, prepare_app
 from .config import CONFIG_DIR, GateConfig
 from .decision import tone_check
 from .gate import Gate
 from .gate_quality import evaluate, is_labelled, paired_change, parse_labelled, plot_rates, read_labelled, tone_rates
+from .minimums import TUNED_CHECKS, TooFewLabels
+from .out_of_sample import OUT_OF_SAMPLE_ROUNDS
 
 BUNDLED_CASES = "examples/cases.jsonl"
 TONE_TEXT_FIELDS = ("text", "label", "dataset", "language")
