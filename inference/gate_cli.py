@@ -310,14 +310,15 @@ def calibrate_command(
 
 
 def _print_held_limits(held: dict[str, Any], max_miss: float) -> None:
-    """Each task's out-of-sample friction and miss at every limit tried, and the one its fit is held to."""
+    """Each task's out-of-sample friction and miss at every limit tried, and the one its fit is held to
+    (`held["curves"]` has at least one task)."""
     table = Table(title=f"out-of-sample friction / miss per task at each fitting limit; each task is fitted at "
                         f"the largest limit whose out-of-sample miss is at most {max_miss:.2f} (*)")
     tasks = list(held["curves"])
     table.add_column("limit")
     for task in tasks:
         table.add_column(task)
-    for row, limit in enumerate(point["limit"] for point in held["curves"][tasks[0]]) if tasks else []:
+    for row, limit in enumerate(point["limit"] for point in held["curves"][tasks[0]]):
         cells = []
         for task in tasks:
             point = held["curves"][task][row]

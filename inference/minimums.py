@@ -155,6 +155,12 @@ def grid_indices(minimums: dict[str, float]) -> list[int]:
     return [GRID.index(minimums[name]) for name in TUNED_CHECKS]
 
 
+def hand_set_minimums() -> dict[str, float]:
+    """The schema's hand-set minimums, where ties between equally good fits go: to them, not to the
+    base file's minimums, so that fitting the fitted config again gives the same config."""
+    return {name: getattr(ChecksPolicy(), name).minimum for name in TUNED_CHECKS}
+
+
 def fit_scope(acceptance: Acceptance, good: np.ndarray, task_of_case: np.ndarray, scope: np.ndarray, *,
               max_miss: float, per_task: bool, sources: np.ndarray | None = None,
               task_limits: dict[str, float] | None = None) -> tuple[Fit, dict[str, Any], dict[str, str]]:
@@ -162,9 +168,7 @@ def fit_scope(acceptance: Acceptance, good: np.ndarray, task_of_case: np.ndarray
     overall ones, which decide every other task (the fitted tasks pinned, so the combination keeps
     miss <= max_miss too). `task_limits`: the miss limit a task's own fit is held to, where it is not
     `max_miss` (`held_limits`)."""
-    # Ties go to the schema's hand-set defaults, not to the base file's minimums: fitting the fitted
-    # config again then gives the same config.
-    hand_set = {name: getattr(ChecksPolicy(), name).minimum for name in TUNED_CHECKS}
+    hand_set = hand_set_minimums()
     tasks: dict[str, Any] = {}
     skipped: dict[str, str] = {}
     pinned_cases = np.zeros(len(good), dtype=bool)

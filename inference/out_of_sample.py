@@ -7,8 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from .config import ChecksPolicy
-from .minimums import TUNED_CHECKS, Acceptance, accepted_by_task, fit_minimums, fit_scope, grid_indices, shortfall
+from .minimums import (Acceptance, accepted_by_task, fit_minimums, fit_scope, grid_indices, hand_set_minimums,
+                       shortfall)
 
 # Out of sample: the share of each task's answer groups set aside per round, and the rounds by default.
 HOLDOUT_SHARE = 0.25
@@ -94,7 +94,7 @@ def held_limits(acceptance: Acceptance, good: np.ndarray, task_of_case: np.ndarr
     an amount that depends on how well a task's checks separate (dev real answers at 0.12: data-to-text
     9.7% out of sample, QA 15.3%); one safety margin for every task is too much for one and too little
     for another."""
-    hand_set = {name: getattr(ChecksPolicy(), name).minimum for name in TUNED_CHECKS}
+    hand_set = hand_set_minimums()
     limits = [round(float(v), 4) for v in np.linspace(max_miss, max_miss / 2, LIMIT_STEPS)]
     counts: dict[str, np.ndarray] = {}  # task -> per limit: good, good stopped, bad, bad served
     for held in _set_aside(task_of_case, groups, rounds, seed):
