@@ -35,6 +35,17 @@ _CAMEL_CUT = re.compile(r"(?<=[a-z])(?=[A-Z][a-z])")
 _CYRILLIC = re.compile(r"[\u0400-\u04FF]")
 # Sentence ends: . ! ? … followed by space and an upper-case letter, digit or quote; or a newline.
 _SENTENCE_END = re.compile(r"(?<=[.!?…])\s+(?=[\"«(\[]?[A-ZА-ЯЁ0-9])|\n+")
+# A full stop that is not the end of a sentence although a capital follows it: an initial ("J. R. R.
+# Tolkien", "А. С. Пушкин"), a title before a name ("Dr. Smith", "г. Москва") or a Latin "e.g.". Split
+# there, an answer's "Dr." or "С." was a sentence of its own, so its name's sentence lost its subject
+# and the fragment was judged (and tone-scored) alone. "U.S." and "etc." still end a sentence when a
+# capital follows, as often as not they do.
+_WORD_BEFORE_STOP = re.compile(r"(?:^|(?<=[\s(«\"\[]))([^\W\d_]+(?:\.[^\W\d_]+)*)\.$")
+_TITLES = frozenset("""mr mrs ms dr prof st jr sr mt gen col lt sgt capt rev gov sen rep pres hon messrs mme
+    e.g i.e cf viz approx jan feb aug sept oct nov dec
+    им ул пр просп проф акад св ген оз пос т.е т.к т.н т.о""".split())
+# Before a number only: "No. 5", "Fig. 2", "ст. 15"; "No. The capital is Paris." is two sentences.
+_BEFORE_NUMBER = frozenset("no nos vol fig pp p ch art ст ч п рис гл".split())
 
 STOPWORDS_EN = frozenset(
     """a about above after again against all am an and any are as at be because been before being
@@ -292,11 +303,34 @@ class Sentence:
     end: int
 
 
+def _ends_sentence(text: str, match: re.Match[str]) -> bool:
+    """Whether a candidate end (`_SENTENCE_END`) after a full stop really ends the sentence."""
+    if text[match.start() - 1:match.start()] != ".":
+        return True
+    word = _WORD_BEFORE_STOP.search(text, max(0, match.start() - 20), match.start())
+    if word is None:
+        return True
+    name = word.group(1)
+    if len(name) == 1 and name.isupper():
+        # An initial ("J. R. R. Tolkien"; "А. С. Пушкин", whose "С" is also the word "with"), unless a
+        # sentence starts after it: "vitamin C. It helps", "Plan A. Then …".
+        following = _TOKEN.match(text, match.end())
+        if following is None:
+            return True
+        next_is_initial = len(following.group()) == 1 and text[following.end():following.end() + 1] == "."
+        return not next_is_initial and following.group().lower() in STOPWORDS_EN | STOPWORDS_RU
+    lowered = name.lower()
+    # "г." is a city before a name ("г. Москва") but a year after a number ("в 1812 г. Он …").
+    if lowered in ("г", "гг"):
+        return bool(re.search(r"\d\s*$", text[max(0, word.start() - 8):word.start()]))
+    return not (lowered in _TITLES or (lowered in _BEFORE_NUMBER and text[match.end():match.end() + 1].isdigit()))
+
+
 def split_sentences(text: str) -> list[Sentence]:
     """Sentences with character offsets; blank pieces are dropped."""
     sentences = []
     position = 0
-    for match in list(_SENTENCE_END.finditer(text)) + [None]:
+    for match in [m for m in _SENTENCE_END.finditer(text) if _ends_sentence(text, m)] + [None]:
         end = match.start() if match else len(text)
         piece = text[position:end]
         stripped = piece.strip()

@@ -158,6 +158,27 @@ def test_sentence_offsets_point_into_the_text():
     assert len(split_sentences(text)) == 3
 
 
+@pytest.mark.parametrize("text, sentences", [
+    # Initials, titles and Latin abbreviations do not end a sentence before a capital...
+    ("J. R. R. Tolkien wrote it. He was British.", ["J. R. R. Tolkien wrote it.", "He was British."]),
+    ("Поэт А. С. Пушкин родился в Москве. Он писал стихи.",
+     ["Поэт А. С. Пушкин родился в Москве.", "Он писал стихи."]),
+    ("Dr. Smith works at Google. He is 40.", ["Dr. Smith works at Google.", "He is 40."]),
+    ("Fruit, e.g. Apples, helps. Eat it.", ["Fruit, e.g. Apples, helps.", "Eat it."]),
+    ("Он живёт в г. Москва. Это город.", ["Он живёт в г. Москва.", "Это город."]),
+    ("See Fig. 2 for details. Then stop.", ["See Fig. 2 for details.", "Then stop."]),
+    # ...but a sentence that starts after a letter, a year or a word that is also an abbreviation does.
+    ("Take vitamin C. It helps.", ["Take vitamin C.", "It helps."]),
+    ("В 1812 г. Наполеон вошёл в Москву.", ["В 1812 г.", "Наполеон вошёл в Москву."]),
+    ("No. The answer is Paris.", ["No.", "The answer is Paris."]),
+    ("He lives in the U.S. He works.", ["He lives in the U.S.", "He works."]),
+])
+def test_sentences_end_at_full_stops_not_at_initials_or_titles(text, sentences):
+    found = split_sentences(text)
+    assert [s.text for s in found] == sentences
+    assert all(text[s.start:s.end] == s.text for s in found)
+
+
 @pytest.mark.slow
 def test_embedding_relevance_separates_answers_that_share_no_words():
     pytest.importorskip("sentence_transformers")
