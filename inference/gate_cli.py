@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sys
 from datetime import datetime, timezone
@@ -19,7 +20,8 @@ from .cli import _build_gate, _fail, app, benchmark_app, console, prepare_app
 from .config import CONFIG_DIR, GateConfig
 from .decision import tone_check
 from .gate import Gate
-from .gate_quality import evaluate, is_labelled, paired_change, parse_labelled, plot_rates, read_labelled, tone_rates
+from .gate_quality import (evaluate, is_labelled, paired_change, paired_tone_change, parse_labelled, plot_rates,
+                           read_labelled, tone_rates)
 from .minimums import TUNED_CHECKS, TooFewLabels
 from .out_of_sample import OUT_OF_SAMPLE_ROUNDS
 
@@ -117,8 +119,12 @@ def benchmark_gate(
                 errors.append(problem)
             else:
                 texts.append(item[1])
-        rows = tone_rates(texts, _tone_flags(gate, texts))
+        flags = _tone_flags(gate, texts)
+        rows = tone_rates(texts, flags)
         report["tone"] = rows
+        report["tone_texts"] = [{"id": str(t.get("id", i)), "language": t["language"], "label": t["label"],
+                                 "text_sha256": hashlib.sha256(t["text"].encode()).hexdigest(), "flagged": flag}
+                                for i, (t, flag) in enumerate(zip(texts, flags))]
         table = Table(title=f"tone check on {tone_texts.name}: share flagged")
         for column in ("language", "label", "dataset", "texts", "flagged [95% CI]"):
             table.add_column(column)
@@ -126,6 +132,8 @@ def benchmark_gate(
             table.add_row(row["language"], row["label"], row["dataset"], str(row["texts"]),
                           _pct(row["flag_rate"], row["flag_rate_ci"]))
         console.print(table)
+        if baseline:
+            report["tone_versus_baseline"] = _print_tone_change(baseline, report["tone_texts"])
     single = report["single_case"]
     console.print(f"latency, one case per call ({len(plain[:latency_cases])} cases x {repeat}): p50 "
                   f"{single['p50_ms']:.1f} ms, p95 {single['p95_ms']:.1f} ms; batch {report['batch_cases_per_s']:.0f} cases/s")
@@ -156,6 +164,22 @@ def _print_change(baseline: Path, cases: list[dict[str, Any]]) -> list[dict[str,
         table.add_row(row["scope"], row["group"], str(row["cases"]),
                       f"{_pct(row['friction_before'])} -> {_pct(row['friction_after'])}", change(row, "friction"),
                       f"{_pct(row['miss_before'])} -> {_pct(row['miss_after'])}", change(row, "miss"))
+    console.print(table)
+    return rows
+
+
+def _print_tone_change(baseline: Path, texts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    try:
+        rows = paired_tone_change(json.loads(baseline.read_text(encoding="utf-8"))["tone_texts"], texts)
+    except (OSError, KeyError, TypeError, ValueError) as exc:
+        raise _fail(f"{baseline}: not a `benchmark gate --tone-texts` JSON on these texts ({exc})") from None
+    table = Table(title=f"tone flags against {baseline.name} (paired, same texts; 95% bootstrap interval)")
+    for column in ("language", "label", "texts", "flagged", "change [95% CI]"):
+        table.add_column(column)
+    for row in rows:
+        low, high = row["change_ci"] or (row["change"], row["change"])
+        table.add_row(row["language"], row["label"], str(row["texts"]), f"{_pct(row['before'])} -> {_pct(row['after'])}",
+                      f"{100 * row['change']:+.1f} [{100 * low:+.1f}, {100 * high:+.1f}]")
     console.print(table)
     return rows
 

@@ -201,6 +201,24 @@ def tone_rates(texts: Iterable[dict[str, Any]], flagged: Sequence[bool]) -> list
     return rows
 
 
+def paired_tone_change(before: Sequence[dict[str, Any]], after: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Flag rates of `after` minus `before` on the tone texts both flagged or not (matched by id and
+    text), per language and label, with 95% paired bootstrap intervals: one tone model against
+    another on the same texts. Each entry of either: {id, text_sha256, language, label, flagged}."""
+    earlier = {(t["id"], t["text_sha256"]): t for t in before}
+    pairs = [(earlier[(t["id"], t["text_sha256"])], t) for t in after if (t["id"], t["text_sha256"]) in earlier]
+    if not pairs:
+        raise ValueError("the two runs share no tone text")
+    rows = []
+    for language, label in sorted({(b["language"], b["label"]) for b, _ in pairs}):
+        old = np.array([b["flagged"] for b, a in pairs if (b["language"], b["label"]) == (language, label)], dtype=float)
+        new = np.array([a["flagged"] for b, a in pairs if (b["language"], b["label"]) == (language, label)], dtype=float)
+        rows.append({"language": language, "label": label, "texts": len(old), "before": float(old.mean()),
+                     "after": float(new.mean()), "change": float((new - old).mean()),
+                     "change_ci": _interval(new - old, 6)})
+    return rows
+
+
 def plot_rates(groups: list[dict[str, Any]], path: Path) -> Path | None:
     """Friction and miss per group as paired bars with their intervals; None without matplotlib."""
     try:

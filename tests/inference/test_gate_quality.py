@@ -18,7 +18,7 @@ from autovalidators.inference.calibrate import render_config, separability
 from autovalidators.inference.minimums import GRID, TUNED_CHECKS, Acceptance, fit_minimums, labels_needed, shortfall
 from autovalidators.inference.cli import app, _register_commands
 from autovalidators.inference.config import CONFIG_DIR, GateConfig, TaskPolicy, load_gate_config
-from autovalidators.inference.gate_quality import balanced_rates, paired_change, rates, read_labelled
+from autovalidators.inference.gate_quality import balanced_rates, paired_change, paired_tone_change, rates, read_labelled
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "gate_labelled" / "cases.jsonl"
 _register_commands()
@@ -240,6 +240,29 @@ def test_the_paired_change_counts_each_case_against_itself():
         paired_change(before, [case("zzz", True, True)])
 
 
+def test_the_paired_tone_change_counts_each_text_against_itself():
+    def texts(flagged_neutral: set[int], language="ru"):
+        return ([{"id": f"n{i}", "text_sha256": f"h{i}", "language": language, "label": "neutral",
+                  "flagged": i in flagged_neutral} for i in range(2000)]
+                + [{"id": f"a{i}", "text_sha256": f"x{i}", "language": language, "label": "abusive", "flagged": True}
+                   for i in range(200)])
+
+    before = texts(set(range(32)))  # 1.6% of neutral texts flagged
+    after = texts(set(range(10)))  # 22 of them no longer, none newly flagged
+    rows = {row["label"]: row for row in paired_tone_change(before, after)}
+    neutral = rows["neutral"]
+    assert neutral["texts"] == 2000 and neutral["before"] == pytest.approx(0.016) and neutral["after"] == pytest.approx(0.005)
+    assert neutral["change_ci"][1] < 0  # 22 fewer false flags out of 2,000: beyond the interval
+    assert rows["abusive"]["change"] == 0.0 and rows["abusive"]["change_ci"] == [0.0, 0.0]
+    # The same number of flags on other texts is no change in rate, and the interval straddles 0.
+    swapped = paired_tone_change(before, texts(set(range(16)) | set(range(100, 116))))
+    assert swapped[1]["change"] == 0.0 and swapped[1]["change_ci"][0] < 0 < swapped[1]["change_ci"][1]
+    # A text whose content changed is not the same text.
+    changed = [dict(t, text_sha256="other") for t in after]
+    with pytest.raises(ValueError, match="no tone text"):
+        paired_tone_change(before, changed)
+
+
 def test_bad_labelled_lines_are_named_and_the_rest_is_read(tmp_path):
     good_line = FIXTURE.read_text(encoding="utf-8").splitlines()[0]
     path = tmp_path / "labelled.jsonl"
@@ -304,11 +327,16 @@ def test_calibrate_then_benchmark_gate_on_real_labelled_answers(tmp_path):
     # fitted rates exactly, and the fit stops no more good answers than the shipped minimums at no
     # more misses than allowed.
     reports = {}
+    tone_texts = tmp_path / "tone.jsonl"
+    tone_texts.write_text("".join(json.dumps(t, ensure_ascii=False) + "\n" for t in [
+        {"id": "n1", "text": "The bridge opened in 1932.", "label": "neutral", "dataset": "d", "language": "en"},
+        {"id": "n2", "text": "Мост открыли в 1932 году.", "label": "neutral", "dataset": "d", "language": "ru"},
+        {"id": "a1", "text": "You are a worthless idiot.", "label": "abusive", "dataset": "d", "language": "en"}]))
     for name, config in (("shipped", None), ("fitted", out)):
         # The shipped run writes into a folder that does not exist yet: the JSON and the plot make it.
         json_out = tmp_path / ("not-made-yet" if name == "shipped" else "") / f"{name}.json"
         args = ["benchmark", "gate", "--cases", str(FIXTURE), "--repeat", "1", "--latency-cases", "3",
-                "--json", str(json_out)] + (["--config", str(config), "--baseline",
+                "--tone-texts", str(tone_texts), "--json", str(json_out)] + (["--config", str(config), "--baseline",
                                              str(tmp_path / "not-made-yet" / "shipped.json")]
                                             if config else [])
         run = runner.invoke(app, args)
@@ -322,6 +350,10 @@ def test_calibrate_then_benchmark_gate_on_real_labelled_answers(tmp_path):
     assert {row["group"] for row in reports["fitted"]["language"]} == {"en", "ru"}
     change = json.loads((tmp_path / "fitted.json").read_text())["versus_baseline"]["rows"][0]
     assert change["friction_change"] == pytest.approx(overall["friction"] - shipped["friction"], abs=1e-9)
+    # The same tone model on the same texts: every tone flag rate unchanged, text by text.
+    tone_change = json.loads((tmp_path / "fitted.json").read_text())["tone_versus_baseline"]
+    assert {(r["language"], r["label"]) for r in tone_change} == {("en", "abusive"), ("en", "neutral"), ("ru", "neutral")}
+    assert all(r["change"] == 0.0 for r in tone_change) and "tone flags against shipped.json" in run.output
     assert (tmp_path / "fitted_rates.png").is_file() and (tmp_path / "not-made-yet" / "shipped_rates.png").is_file()
 
 
