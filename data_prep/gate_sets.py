@@ -170,13 +170,21 @@ def wikiqa_cases(root: Path, limit: int) -> Iterable[dict[str, Any]]:
         yield _case(f"wikiqa-{qid}-bad", bad["Question"], context, bad["Sentence"], "bad", kind="off_topic", **common)
 
 
-def tone_texts(root: Path, per_set: int) -> Iterable[dict[str, Any]]:
-    """Neutral sentences (encyclopaedic contexts, LLM answers) and abusive ones, per language."""
-    rng = random.Random("tone")
+def stable_sample(texts: Iterable[str], size: int, *, salt: str) -> list[str]:
+    """The `size` distinct texts of lowest salted hash. Unlike a random draw over the list, a change
+    to some texts (how `split_sentences` cuts a context, say) moves only those in or out of the sample."""
+    return sorted(set(texts), key=lambda t: hashlib.sha256(f"{salt}\n{t}".encode()).hexdigest())[:size]
+
+
+def tone_texts(root: Path, neutral_per_set: int, abusive_per_set: int) -> Iterable[dict[str, Any]]:
+    """Neutral sentences (encyclopaedic contexts, LLM answers) and abusive ones, per language.
+    Neutral sets are sampled five times larger than abusive ones: the bound on neutral flags is 0.5%
+    per language, one text in 200, so 200 neutral texts a set could not tell 0.5% from 2%."""
 
     def sample(texts: list[str], label: str, dataset: str, language: str) -> Iterable[dict[str, Any]]:
-        texts = sorted({t.strip() for t in texts if len(t.strip()) in TONE_TEXT_LENGTH})
-        for index, text in enumerate(rng.sample(texts, min(per_set, len(texts)))):
+        texts = [t.strip() for t in texts if len(t.strip()) in TONE_TEXT_LENGTH]
+        per_set = neutral_per_set if label == "neutral" else abusive_per_set
+        for index, text in enumerate(stable_sample(texts, per_set, salt=dataset)):
             yield {"id": f"{dataset}-{index}", "text": text, "label": label, "dataset": dataset, "language": language}
 
     def sentences(path: Path, language: str, source: str) -> list[str]:
@@ -206,7 +214,8 @@ def tone_texts(root: Path, per_set: int) -> Iterable[dict[str, Any]]:
 
 
 def build_gate_sets(out: Path, root: Path = DATASETS, *, per_reading_set: int = 150, faithbench: int = 300,
-                    wikiqa: int = 120, tone_per_set: int = 200) -> dict[str, Any]:
+                    wikiqa: int = 120, tone_neutral_per_set: int = 1000, tone_abusive_per_set: int = 200
+                    ) -> dict[str, Any]:
     """Writes dev.jsonl (and its real answers alone, dev_real.jsonl), test.jsonl and tone.jsonl under
     `out`; returns counts per split and set."""
     out.mkdir(parents=True, exist_ok=True)
@@ -231,7 +240,7 @@ def build_gate_sets(out: Path, root: Path = DATASETS, *, per_reading_set: int = 
         for row in rows:
             tally[f"{row['meta']['dataset']}/{row['meta']['language']}/{row['label']}"] += 1
         counts[split] = dict(sorted(tally.items()))
-    texts = list(tone_texts(root, tone_per_set))
+    texts = list(tone_texts(root, tone_neutral_per_set, tone_abusive_per_set))
     with open(out / "tone.jsonl", "w", encoding="utf-8") as handle:
         for row in texts:
             handle.write(json.dumps(row, ensure_ascii=False) + "\n")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from autovalidators.data_prep.gate_sets import _sentence_with, reading_cases, split_of
+from autovalidators.data_prep.gate_sets import _sentence_with, reading_cases, split_of, stable_sample
 
 ARTICLES = [
     ("The bridge opened in 1932. It was designed by John Bradfield. Trains crossed it from the start.",
@@ -78,3 +78,16 @@ def test_paragraph_sides_share_no_article_and_the_tone_source_reads_only_the_dev
                       language="en", licence="test", fixed_labels={"toxicity": 0})
     texts = [row["text"] for _, row in _rows(path, spec)]
     assert texts == [s.text for c in sides["dev"] for s in split_sentences(c)]
+
+
+def test_a_changed_text_moves_only_itself_in_or_out_of_the_tone_sample():
+    texts = [f"Sentence number {i} about a river." for i in range(400)]
+    sample = stable_sample(texts, 100, salt="xquad_ru")
+    assert len(sample) == 100 == len(set(sample))
+    assert sample == stable_sample(list(reversed(texts)), 100, salt="xquad_ru")  # order does not matter
+    # Cut differently, ten texts change; the rest of the sample stays (a random draw over the new
+    # list would have drawn anew).
+    changed = [t + " It is long." if i % 40 == 0 else t for i, t in enumerate(texts)]
+    resampled = stable_sample(changed, 100, salt="xquad_ru")
+    assert len(set(sample) - set(resampled)) <= 10
+    assert stable_sample(texts, 100, salt="squad2_en") != sample  # each set has its own draw
