@@ -303,6 +303,9 @@ class Sentence:
     end: int
 
 
+_SENTENCE_STARTERS = STOPWORDS_EN | STOPWORDS_RU  # built once: split_sentences reads every context
+
+
 def _ends_sentence(text: str, match: re.Match[str]) -> bool:
     """Whether a candidate end (`_SENTENCE_END`) after a full stop really ends the sentence."""
     if text[match.start() - 1:match.start()] != ".":
@@ -318,7 +321,7 @@ def _ends_sentence(text: str, match: re.Match[str]) -> bool:
         if following is None:
             return True
         next_is_initial = len(following.group()) == 1 and text[following.end():following.end() + 1] == "."
-        return not next_is_initial and following.group().lower() in STOPWORDS_EN | STOPWORDS_RU
+        return not next_is_initial and following.group().lower() in _SENTENCE_STARTERS
     lowered = name.lower()
     # "г." is a city before a name ("г. Москва") but a year after a number ("в 1812 г. Он …").
     if lowered in ("г", "гг"):
