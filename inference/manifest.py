@@ -63,6 +63,10 @@ class Manifest(BaseModel):
     # Labels the training data could not teach (tone's `threat`: 2 positives among 36k rows): a
     # lexicon match raises the label, and the toxicity umbrella, to its threshold. Honoured by tone.
     lexicon_labels: list[str] = []
+    # The reverse, per language: label -> languages where the label stands only on a lexicon match
+    # (elsewhere its score is capped just below its threshold). Russian obscenity (мат) is a closed
+    # set of roots, and the encoder's piece "▁ху" fires on loanwords (Хуан, хунхузы). Honoured by tone.
+    lexicon_required: dict[str, list[str]] = {}
 
     @property
     def model_sha256(self) -> str:

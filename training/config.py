@@ -131,6 +131,9 @@ class ExportConfig(StrictModel):
     # Labels whose lexicon matches the shipped validator adds to the model's scores (manifest
     # `lexicon_labels`; honoured by tone): for labels the training data has (almost) no positives of.
     lexicon_labels: list[str] = []
+    # Labels that, in the languages listed, stand only where the lexicon matches (manifest
+    # `lexicon_required`; honoured by tone): label -> languages.
+    lexicon_required: dict[str, list[str]] = {}
 
 
 PrepareT = TypeVar("PrepareT", bound=BaseModel)

@@ -195,9 +195,10 @@ def export(spec: TaskSpec, run_dir: str | Path, to: str | Path, task_config: Tas
         raise FileNotFoundError(f"{best}: no trained model (run.json missing); train first")
     run = json.loads((best / "run.json").read_text())
     _clean_target(to, dry_run=True)  # fail before minutes of work, not after
-    unknown = sorted(set(config.lexicon_labels) - set(spec.labels or ()))
-    if unknown:
-        raise ExportError(f"export.lexicon_labels {unknown}: not labels of the {spec.name} model ({spec.labels})")
+    for field, named in (("lexicon_labels", config.lexicon_labels), ("lexicon_required", config.lexicon_required)):
+        unknown = sorted(set(named) - set(spec.labels or ()))
+        if unknown:
+            raise ExportError(f"export.{field} {unknown}: not labels of the {spec.name} model ({spec.labels})")
     if config.fallback_languages and not spec.language_fallback:
         raise ExportError(f"export.fallback_languages is set, but the {spec.name} validator has no "
                           "heuristic routing by language; remove it from the config")
@@ -285,6 +286,7 @@ def export(spec: TaskSpec, run_dir: str | Path, to: str | Path, task_config: Tas
                      "warm_start": run.get("warm_start"), "weight_average": run.get("weight_average")},
         "fallback_languages": list(config.fallback_languages),
         "lexicon_labels": list(config.lexicon_labels),
+        "lexicon_required": {label: list(languages) for label, languages in config.lexicon_required.items()},
     }
     manifest = write_manifest(to, fields)
     logger.info("exported %s (%.1f MB, %s) to %s", spec.name, size_mb, "int8" if ship_int8 else "fp32", to)

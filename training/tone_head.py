@@ -90,6 +90,9 @@ class ToneHeadConfig(StrictModel):
     # Candidates of this recipe scored on the held-out sets (`benchmark tone`), the shipped one
     # included: written into the manifest, so a reader knows how often the test rows were looked at.
     held_out_candidates: int = Field(0, ge=0)
+    # Manifest `lexicon_required` of the refitted model (label -> languages where the label stands
+    # only on a lexicon match); None keeps the encoder model's.
+    lexicon_required: dict[str, list[str]] | None = None
 
 
 def load_config(path: str | Path) -> ToneHeadConfig:
@@ -354,6 +357,7 @@ def ship(config: ToneHeadConfig, model_path: Path, to: Path, thresholds: dict[st
         version=datetime.now(timezone.utc).strftime("%Y.%m.%d-%H%M"),
         thresholds=thresholds,
         thresholds_by_language=thresholds_by_language,
+        lexicon_required=base.lexicon_required if config.lexicon_required is None else config.lexicon_required,
         metrics={"dev": report["dev"]["gold_sources"], "dev_neutral_flags": report["dev"]["neutral_flags"],
                  "dev_statements": report["dev"]["statements"]},
         # The encoder's own recipe stays as it was (it is still the encoder that runs); the head's is added.

@@ -267,6 +267,9 @@ def _predicts(docs: _Docs) -> list[str]:
                       ("lexicon_labels", "Labels the lexicon raises on top of the model")):
         if m.get(key):
             lines += ["", f"{what} (manifest `{key}`): {', '.join(m[key])}."]
+    if m.get("lexicon_required"):
+        rules = "; ".join(f"`{label}` in {', '.join(languages)}" for label, languages in sorted(m["lexicon_required"].items()))
+        lines += ["", f"Labels that stand only on a lexicon match (manifest `lexicon_required`): {rules}."]
     return lines + [""]
 
 

@@ -19,6 +19,10 @@ whose vocabulary spells Cyrillic out letter by letter) go to the lexicon heurist
 outputs say `source="heuristic"`. `autovalidators benchmark tone` scores that language both ways, so
 the choice is measured, not assumed.
 
+Labels defined by their words (manifest `lexicon_required`: Russian `obscenity`, мат, a closed set
+of roots) stand, in the languages listed, only where the lexicon matches: the encoder's piece "▁ху"
+fires on loanwords such as Хуан or хунхузы. Without a match the score is capped just below its cut.
+
 Labels the training data could not teach (manifest `lexicon_labels`: `threat`, with 2 positives in
 the tone data) take the lexicon's word as well: a match raises the label, and `toxicity`, the
 umbrella, to its threshold. The model's own score still counts when it is higher.
@@ -148,6 +152,12 @@ class ToneValidator:
         self._lexicon_raises = {label: [self.labels.index(name) for name in dict.fromkeys((label, "toxicity"))
                                         if name in self.labels]
                                 for label in self.lexicon_labels}
+        unknown = sorted(set(manifest.lexicon_required) - set(self.labels))
+        if unknown:
+            raise ValueError(f"{folder}: manifest lexicon_required {unknown} are not among its labels {list(self.labels)}")
+        # label column -> languages where it stands only on a lexicon match
+        self._lexicon_required = {self.labels.index(label): frozenset(languages)
+                                  for label, languages in manifest.lexicon_required.items()}
         self.fallback = HeuristicTone() if self.fallback_languages else None
 
     def windows(self, texts: Sequence[str]) -> list[TextWindows]:
@@ -192,18 +202,25 @@ class ToneValidator:
     def with_lexicon(self, texts: Sequence[str], scores: np.ndarray,
                      thresholds: dict[str, float] | None = None) -> np.ndarray:
         """`scores` with each `lexicon_labels` match (and toxicity) raised to the text's threshold,
-        or to `thresholds` (scores already on the default scale)."""
-        if not self.lexicon_labels:
+        or to `thresholds` (scores already on the default scale), and each `lexicon_required` label
+        without a match in a language that requires one capped just below it."""
+        if not self.lexicon_labels and not self._lexicon_required:
             return scores
         patterns = tone_lexicon()
         raised = scores.copy()
         for row, text in enumerate(texts):
             normal = normalize_for_lexicon(text)
+            cuts = thresholds or self.thresholds_for(text)
             for label, columns in self._lexicon_raises.items():
                 if label in patterns and patterns[label].search(normal):
-                    cuts = thresholds or self.thresholds_for(text)
                     for column in columns:
                         raised[row, column] = max(raised[row, column], cuts[self.labels[column]])
+            if self._lexicon_required:
+                language = language_of(text)
+                for column, languages in self._lexicon_required.items():
+                    label = self.labels[column]
+                    if language in languages and not (label in patterns and patterns[label].search(normal)):
+                        raised[row, column] = min(raised[row, column], float(np.nextafter(cuts[label], -np.inf)))
         return raised
 
     def onto_default_scale(self, texts: Sequence[str], scores: np.ndarray) -> np.ndarray:

@@ -183,6 +183,36 @@ def test_lexicon_labels_raise_the_label_and_toxicity_to_their_thresholds_on_a_ma
     assert [v.flagged(row) for row in served] == [o.flagged for o in outputs]
 
 
+def test_a_lexicon_required_label_stands_only_on_a_match_in_its_languages(tiny_models, tmp_path):
+    from autovalidators.inference.manifest import update_manifest
+
+    folder = with_fallback_languages(tiny_models, tmp_path, [])
+    # Every text reaches obscenity at a cut of 0: what is left flagged is what the lexicon allows.
+    update_manifest(folder, lexicon_required={"obscenity": ["ru"]},
+                    thresholds={**load_manifest(folder).thresholds, "obscenity": 0.0})
+    v = ToneValidator(folder, load_manifest(folder), threads=1)
+    texts = ["Художник Хуан Миро родился в Барселоне.", "Да пошёл ты на хуй.", "Juan Miró was a painter."]
+    raw = v.scores(texts)
+    served, _ = v.served_scores(texts)
+    obscenity = v.labels.index("obscenity")
+    assert served[0, obscenity] < 0.0 <= raw[0, obscenity]           # Russian, no мат root: capped below
+    assert served[1, obscenity] == raw[1, obscenity]                 # Russian with one: the model's score
+    assert served[2, obscenity] == raw[2, obscenity]                 # English is not ruled by the lexicon
+    other = [i for i in range(len(v.labels)) if i != obscenity]
+    np.testing.assert_allclose(served[:, other], raw[:, other])
+    outputs = v.predict([Case(id=str(i), question="q", answer=t) for i, t in enumerate(texts)])
+    assert ["obscenity" in o.flagged for o in outputs] == [False, True, True]
+
+
+def test_a_lexicon_required_label_the_model_lacks_is_refused(tiny_models, tmp_path):
+    from autovalidators.inference.manifest import update_manifest
+
+    folder = with_fallback_languages(tiny_models, tmp_path, [])
+    update_manifest(folder, lexicon_required={"sarcasm": ["ru"]})
+    with pytest.raises(ValueError, match="lexicon_required \\['sarcasm'\\] are not among its labels"):
+        ToneValidator(folder, load_manifest(folder), threads=1)
+
+
 def test_a_lexicon_label_the_model_lacks_is_refused(tiny_models, tmp_path):
     from autovalidators.inference.manifest import update_manifest
 

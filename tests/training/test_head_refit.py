@@ -168,3 +168,29 @@ def test_refitting_a_refitted_model_replaces_its_head_and_keeps_its_features(hea
     model = OnnxSession(second, threads=1)
     for ids in IDS:
         np.testing.assert_allclose(_run(model, ids, "logits"), _run(headless, ids, FEATURES) @ weight + 1.0, atol=1e-4)
+
+
+@pytest.mark.parametrize("required", [None, {"obscenity": ["ru"], "insult": ["ru", "en"]}])
+def test_the_refitted_manifest_keeps_or_replaces_the_lexicon_rules_as_the_config_says(tmp_path, required):
+    import shutil
+
+    from autovalidators.inference.manifest import load_manifest, update_manifest
+    from autovalidators.training.tone_head import ship
+
+    encoder = tmp_path / "encoder"
+    encoder.mkdir()
+    for name in ("manifest.json", "tokenizer.json", "model.onnx"):
+        shutil.copyfile(MODEL.parent / name, encoder / name)
+    update_manifest(encoder, lexicon_required={"obscenity": ["en"]})
+    data = tmp_path / "prepared"
+    data.mkdir()
+    for name in ("train.jsonl", "dev.jsonl"):
+        (data / name).write_text("{}\n")
+    config = ToneHeadConfig.model_validate({
+        "model_dir": str(encoder), "neutral_sources": ["wiki"], "lexicon_required": required,
+        "prepare": {"output_dir": str(data), "train_file_sampled": "train.jsonl", "dev_file_sampled": "dev.jsonl"}})
+    report = {"dev": {"gold_sources": {}, "neutral_flags": {}, "statements": {}}, "parity": {}}
+    thresholds = load_manifest(encoder).thresholds
+    ship(config, MODEL, tmp_path / "refitted", thresholds, {}, report, {"train": [], "dev": []})
+    shipped = load_manifest(tmp_path / "refitted")
+    assert shipped.lexicon_required == (required if required is not None else {"obscenity": ["en"]})
