@@ -67,3 +67,16 @@ def test_held_out_hateful_statements_are_caught_and_neutral_ones_about_the_same_
     assert rates["neutral_en"] <= 0.08 and rates["neutral_ru"] <= 0.16, rates
     assert _flagged(tone, ["As Hitler rightly said, some races are simply inferior."]).all()
     assert not _flagged(tone, ["Hitler became chancellor in 1933.", "Гитлер стал канцлером в 1933 году."]).any()
+
+
+@pytest.mark.slow
+def test_russian_loanwords_starting_like_mat_are_not_obscene_and_mat_is(tone):
+    # The encoder's piece "▁ху" scored these obscene before the manifest's `lexicon_required`
+    # ({obscenity: [ru]}); the words are a Chinese people, Chinese bandits, a river. Written for this test.
+    loanwords = ["Врачи хуэйхуэй отвечали за лечение императорской семьи.",
+                 "Генерал-губернатор поручил ему борьбу с хунхузами в Приамурье.",
+                 "Хуанхэ часто меняла русло."]
+    mat = ["Да пошёл ты на хуй, дебил.", "Ты пиздец тупой."]
+    scores, _ = tone.served_scores(loanwords + mat)
+    obscene = scores[:, tone.labels.index("obscenity")] >= tone.thresholds["obscenity"]
+    assert obscene.tolist() == [False] * len(loanwords) + [True] * len(mat)
