@@ -44,8 +44,9 @@ _WORD_BEFORE_STOP = re.compile(r"(?:^|(?<=[\s(«\"\[]))([^\W\d_]+(?:\.[^\W\d_]+)
 _TITLES = frozenset("""mr mrs ms dr prof st jr sr mt gen col lt sgt capt rev gov sen rep pres hon messrs mme
     e.g i.e cf viz approx jan feb aug sept oct nov dec
     им ул пр просп проф акад св ген оз пос т.е т.к т.н т.о""".split())
-# Before a number only: "No. 5", "Fig. 2", "ст. 15"; "No. The capital is Paris." is two sentences.
-_BEFORE_NUMBER = frozenset("no nos vol fig pp p ch art ст ч п рис гл".split())
+# Before a number only: "No. 5", "Fig. 2", "ст. 15", a life's dates ("b. 1815", "c. 1500",
+# "род. 1959", "ум. 1662"); "No. The capital is Paris." is two sentences.
+_BEFORE_NUMBER = frozenset("no nos vol fig pp p ch art b d c ст ч п рис гл род ум".split())
 
 STOPWORDS_EN = frozenset(
     """a about above after again against all am an and any are as at be because been before being

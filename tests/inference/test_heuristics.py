@@ -167,10 +167,17 @@ def test_sentence_offsets_point_into_the_text():
     ("Fruit, e.g. Apples, helps. Eat it.", ["Fruit, e.g. Apples, helps.", "Eat it."]),
     ("Он живёт в г. Москва. Это город.", ["Он живёт в г. Москва.", "Это город."]),
     ("See Fig. 2 for details. Then stop.", ["See Fig. 2 for details.", "Then stop."]),
+    ("Ada Lovelace (b. 1815, d. 1852) wrote notes. They survive.",
+     ["Ada Lovelace (b. 1815, d. 1852) wrote notes.", "They survive."]),
+    ("Эво Моралес (род. 26 октября 1959) — политик. Он был президентом.",
+     ["Эво Моралес (род. 26 октября 1959) — политик.", "Он был президентом."]),
+    ("Мелек Ахмед-паша (ум. 1662) был визирем. Его знали все.",
+     ["Мелек Ахмед-паша (ум. 1662) был визирем.", "Его знали все."]),
     # ...but a sentence that starts after a letter, a year or a word that is also an abbreviation does.
     ("Take vitamin C. It helps.", ["Take vitamin C.", "It helps."]),
     ("В 1812 г. Наполеон вошёл в Москву.", ["В 1812 г.", "Наполеон вошёл в Москву."]),
     ("No. The answer is Paris.", ["No.", "The answer is Paris."]),
+    ("He ate a lot of food. 3 days later he was ill.", ["He ate a lot of food.", "3 days later he was ill."]),
     ("He lives in the U.S. He works.", ["He lives in the U.S.", "He works."]),
 ])
 def test_sentences_end_at_full_stops_not_at_initials_or_titles(text, sentences):
