@@ -155,6 +155,11 @@ class ToneValidator:
         unknown = sorted(set(manifest.lexicon_required) - set(self.labels))
         if unknown:
             raise ValueError(f"{folder}: manifest lexicon_required {unknown} are not among its labels {list(self.labels)}")
+        # A required label the lexicon has no words for would be switched off in its languages.
+        wordless = sorted(set(manifest.lexicon_required) - set(tone_lexicon()))
+        if wordless:
+            raise ValueError(f"{folder}: manifest lexicon_required {wordless} have no words in the tone lexicon "
+                             f"(inference/lexicons/tone.txt), so they could never stand")
         # label column -> languages where it stands only on a lexicon match
         self._lexicon_required = {self.labels.index(label): frozenset(languages)
                                   for label, languages in manifest.lexicon_required.items()}
@@ -219,7 +224,7 @@ class ToneValidator:
                 language = language_of(text)
                 for column, languages in self._lexicon_required.items():
                     label = self.labels[column]
-                    if language in languages and not (label in patterns and patterns[label].search(normal)):
+                    if language in languages and not patterns[label].search(normal):
                         raised[row, column] = min(raised[row, column], float(np.nextafter(cuts[label], -np.inf)))
         return raised
 

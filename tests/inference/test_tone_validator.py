@@ -204,12 +204,16 @@ def test_a_lexicon_required_label_stands_only_on_a_match_in_its_languages(tiny_m
     assert ["obscenity" in o.flagged for o in outputs] == [False, True, True]
 
 
-def test_a_lexicon_required_label_the_model_lacks_is_refused(tiny_models, tmp_path):
+def test_a_lexicon_required_label_the_model_or_the_lexicon_lacks_is_refused(tiny_models, tmp_path):
     from autovalidators.inference.manifest import update_manifest
 
     folder = with_fallback_languages(tiny_models, tmp_path, [])
     update_manifest(folder, lexicon_required={"sarcasm": ["ru"]})
     with pytest.raises(ValueError, match="lexicon_required \\['sarcasm'\\] are not among its labels"):
+        ToneValidator(folder, load_manifest(folder), threads=1)
+    # A label the model has but the lexicon has no words for would never stand: refused too.
+    update_manifest(folder, lexicon_required={"toxicity": ["ru"]})
+    with pytest.raises(ValueError, match="lexicon_required \\['toxicity'\\] have no words in the tone lexicon"):
         ToneValidator(folder, load_manifest(folder), threads=1)
 
 
