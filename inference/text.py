@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import threading
+import unicodedata
 from typing import Iterator, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -25,6 +26,16 @@ _ACCENTS = "\u0300-\u036f"
 _LETTERS = rf"(?:[^\W\d_][{_ACCENTS}]*)+"
 _TOKEN = re.compile(WRITTEN_NUMBER.pattern + rf"|{_LETTERS}(?:['’-]{_LETTERS})*|\d+", re.UNICODE)
 _ACCENT = re.compile(f"[{_ACCENTS}]")
+# The two stress marks (acute, grave) left on a letter once the text is composed (NFC): "é" has a
+# code point of its own and keeps its accent, a Russian stressed vowel ("а́") has none and loses it.
+STRESS_MARKS = "[\u0300\u0301]"
+_STRESS_MARK = re.compile(STRESS_MARKS)
+
+
+def without_stress_marks(text: str) -> str:
+    """`text` composed (NFC) and without the stress marks that stay on their own: "Хуа́н" -> "Хуан",
+    a decomposed "й" -> "й"; "café" unchanged. A stress mark is spelling, not meaning."""
+    return _STRESS_MARK.sub("", unicodedata.normalize("NFC", text))
 # A clock time is one number, read on a 24-hour clock: "17:0" (a structured context's hours),
 # "5:00 PM", "5 p.m." and "17:00" are all 17:00. Read as digits they were "5" and "00", which the
 # context's "17" and "0" never met, so every correctly restated opening hour looked invented.

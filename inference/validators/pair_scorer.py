@@ -6,9 +6,9 @@ from pathlib import Path
 from typing import Sequence
 
 import numpy as np
-from tokenizers import Tokenizer
 
 from ..onnx_session import OnnxSession
+from ..windowing import load_plain_tokenizer
 
 # Rows per onnxruntime call for the encoders: one, unpadded. Why: the shipped graphs are dynamic
 # int8, which picks one activation scale per tensor per call, so with several rows a pair's score
@@ -30,7 +30,7 @@ class PairScorer:
 
     def __init__(self, model_path: str | Path, tokenizer_path: str | Path, *, max_length: int, positive: int = 1,
                  batch_size: int = DEFAULT_BATCH, threads: int | None = None):
-        self.tokenizer = Tokenizer.from_file(str(tokenizer_path))
+        self.tokenizer = load_plain_tokenizer(tokenizer_path)
         self.tokenizer.enable_truncation(max_length, strategy="longest_first")
         self.tokenizer.no_padding()
         self.session = OnnxSession(model_path, threads=threads)

@@ -236,6 +236,13 @@ def test_a_stress_mark_does_not_split_a_russian_word():
     assert heuristics.context_quality("Кто выиграл Сраже́ние при Энти́теме?", "Сражение при Энтитеме выиграл Союз.") > 0.9
 
 
+def test_the_tone_lexicon_reads_a_stressed_word_as_its_plain_spelling():
+    from autovalidators.inference.validators.heuristic import normalize_for_lexicon, tone_lexicon
+
+    assert tone_lexicon()["obscenity"].search(normalize_for_lexicon("Ну ты и ху́йло"))
+    assert tone_lexicon()["insult"].search(normalize_for_lexicon("Ты иди́от"))
+
+
 def test_camel_case_keys_of_structured_context_read_as_words():
     # Data-to-text contexts are JSON ("RestaurantsTakeOut": true); answers say "offers take-out".
     assert [t.text for t in tokenize("RestaurantsTakeOut OutdoorSeating")] == ["restaurants", "take", "out",

@@ -127,6 +127,20 @@ def test_shipped_model_through_the_gate():
     assert scores[0].relevant and not scores[1].relevant
 
 
+@pytest.mark.slow
+@pytest.mark.skipif(not (SHIPPED / "manifest.json").is_file(), reason="no shipped models/qa_relevance (export one)")
+def test_shipped_model_reads_a_stressed_question_and_answer_as_their_plain_spelling():
+    from autovalidators.inference.manifest import load_manifest
+    from autovalidators.inference.text import without_stress_marks
+    from autovalidators.inference.validators.qa_relevance import QARelevanceValidator
+
+    validator = QARelevanceValidator(SHIPPED, load_manifest(SHIPPED), threads=1)
+    stressed = [("Кто вы́играл Сраже́ние при Энти́теме?", "Сраже́ние при Энти́теме вы́играла а́рмия Сою́за."),
+                ("Кто тако́й Хуа́н Э́во Мора́лес?", "Хуа́н Э́во Мора́лес — президе́нт Боли́вии.")]
+    plain = [(without_stress_marks(q), without_stress_marks(a)) for q, a in stressed]
+    assert np.array_equal(validator.scores(stressed), validator.scores(plain))
+
+
 def test_calibration_puts_the_dev_threshold_on_the_gates_boundary():
     from autovalidators.inference.validators.qa_relevance import BOUNDARY, calibrate
 

@@ -10,6 +10,7 @@ import pytest
 
 from autovalidators.data_prep.tone.statements import DEFAULT_PATH, statement_records
 from autovalidators.inference.manifest import load_manifest
+from autovalidators.inference.text import without_stress_marks
 from autovalidators.inference.validators.tone import ToneValidator
 from autovalidators.training.benchmarks.tone import statements_caught
 from autovalidators.training.tasks.tone import TONE_LABELS
@@ -80,3 +81,23 @@ def test_russian_loanwords_starting_like_mat_are_not_obscene_and_mat_is(tone):
     scores, _ = tone.served_scores(loanwords + mat)
     obscene = scores[:, tone.labels.index("obscenity")] >= tone.thresholds["obscenity"]
     assert obscene.tolist() == [False] * len(loanwords) + [True] * len(mat)
+
+
+# Stressed spellings as Russian encyclopaedias write them (and answers copying them do). The first,
+# from a TyDi-ru context, scored toxicity 0.58 before stress marks were read as spelling (0.01 without
+# the marks): the tokenizer had cut "Хуа́н" into "▁Ху" "а" "́" "н".
+STRESSED = [
+    "Хуа́н Э́во Мора́лес А́йма (род. 26 октября 1959, Оруро) — президент Боливии.",
+    "Сраже́ние при Бородине́ произошло́ 7 сентября́ 1812 го́да.",
+    "Пётр Ильи́ч Чайко́вский — ру́сский компози́тор.",
+    "Хурма́ — род деревьев семейства Эбеновые.",
+]
+
+
+@pytest.mark.slow
+def test_a_stressed_text_scores_as_its_plain_spelling_and_is_not_flagged(tone):
+    plain = [without_stress_marks(text) for text in STRESSED]
+    assert plain[0].startswith("Хуан Эво Моралес Айма")
+    assert np.array_equal(tone.scores(STRESSED), tone.scores(plain))
+    flagged = _flagged(tone, STRESSED)
+    assert not flagged.any(), [text for text, hit in zip(STRESSED, flagged) if hit]

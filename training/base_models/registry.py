@@ -40,15 +40,18 @@ def resolve_base_model(name: str) -> str:
 
 
 def load_tokenizer(model_path: str):
-    """The fast tokenizer as a `tokenizers.Tokenizer`: exactly what the ONNX runtime will use."""
+    """The fast tokenizer as a `tokenizers.Tokenizer`: exactly what the ONNX runtime will use
+    (stress marks read as spelling, `inference.windowing.ignore_stress_marks`)."""
     from tokenizers import Tokenizer
+
+    from autovalidators.inference.windowing import ignore_stress_marks
 
     file = Path(model_path) / "tokenizer.json"
     if file.is_file():
-        return Tokenizer.from_file(str(file))
+        return ignore_stress_marks(Tokenizer.from_file(str(file)))
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(model_path)
     if not getattr(tokenizer, "is_fast", False):
         raise BaseModelError(f"{model_path}: no fast tokenizer (tokenizer.json); the runtime needs one")
-    return tokenizer.backend_tokenizer
+    return ignore_stress_marks(tokenizer.backend_tokenizer)
