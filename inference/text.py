@@ -20,22 +20,27 @@ from .number_words import SCALE_WORDS, is_number_word, number_value, scaled
 
 # A number keeps its inner separators ("1,000", "3.5", "2027"); a word is any run of letters/digits.
 WRITTEN_NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
+# Invisible format characters that web pages leave inside words: soft hyphen, zero-width space,
+# non-joiner and joiner, word joiner, zero-width no-break space (BOM). Like an accent, they stay
+# inside their word and are dropped from its text; they used to cut "инфор\u00adмация" in two.
+_INVISIBLE = "\u00ad\u200b-\u200d\u2060\ufeff"
 # Stress and other combining accents ("Сраже́ние", common in Russian encyclopaedias) stay inside
 # their word and are dropped from its text; they used to split it in two, so it matched nothing.
 _ACCENTS = "\u0300-\u036f"
-_LETTERS = rf"(?:[^\W\d_][{_ACCENTS}]*)+"
+_LETTERS = rf"(?:[^\W\d_][{_ACCENTS}{_INVISIBLE}]*)+"
 _TOKEN = re.compile(WRITTEN_NUMBER.pattern + rf"|{_LETTERS}(?:['’-]{_LETTERS})*|\d+", re.UNICODE)
-_ACCENT = re.compile(f"[{_ACCENTS}]")
-# The two stress marks (acute, grave) left on a letter once the text is composed (NFC): "é" has a
-# code point of its own and keeps its accent, a Russian stressed vowel ("а́") has none and loses it.
-STRESS_MARKS = "[\u0300\u0301]"
-_STRESS_MARK = re.compile(STRESS_MARKS)
+_ACCENT = re.compile(f"[{_ACCENTS}{_INVISIBLE}]")
+# What is not spelling, once a text is composed (NFC): the two stress marks (acute, grave) left on a
+# letter with no code point of its own ("а́"; "é" has one and keeps its accent) and the invisible
+# characters above.
+NOT_SPELLING = f"[\u0300\u0301{_INVISIBLE}]"
+_NOT_SPELLING = re.compile(NOT_SPELLING)
 
 
-def without_stress_marks(text: str) -> str:
-    """`text` composed (NFC) and without the stress marks that stay on their own: "Хуа́н" -> "Хуан",
-    a decomposed "й" -> "й"; "café" unchanged. A stress mark is spelling, not meaning."""
-    return _STRESS_MARK.sub("", unicodedata.normalize("NFC", text))
+def plain_spelling(text: str) -> str:
+    """`text` composed (NFC), without stress marks and invisible characters: "Хуа́н" -> "Хуан",
+    "инфор\u00adмация" -> "информация", a decomposed "й" -> "й"; "café" unchanged."""
+    return _NOT_SPELLING.sub("", unicodedata.normalize("NFC", text))
 # A clock time is one number, read on a 24-hour clock: "17:0" (a structured context's hours),
 # "5:00 PM", "5 p.m." and "17:00" are all 17:00. Read as digits they were "5" and "00", which the
 # context's "17" and "0" never met, so every correctly restated opening hour looked invented.

@@ -33,7 +33,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from .results import Span, SpanLabel
-from .text import STRESS_MARKS
+from .text import NOT_SPELLING
 
 
 class AnswerTooLongError(ValueError):
@@ -93,34 +93,36 @@ def plain_tokenizer(tokenizer: Any) -> Any:
 def load_plain_tokenizer(path: str | Path) -> Any:
     """A `tokenizers.Tokenizer` from `path` with truncation and padding switched off in place: what
     `plain_tokenizer` gives, without keeping the file's tokenizer alive beside a copy of it (a
-    multilingual vocabulary is tens of MB each); stress marks read as spelling (`ignore_stress_marks`)."""
+    multilingual vocabulary is tens of MB each), reading plain spelling (`with_plain_spelling`)."""
     from tokenizers import Tokenizer
 
-    tokenizer = ignore_stress_marks(Tokenizer.from_file(str(path)))
+    tokenizer = with_plain_spelling(Tokenizer.from_file(str(path)))
     tokenizer.no_truncation()
     tokenizer.no_padding()
     return tokenizer
 
 
-def ignore_stress_marks(tokenizer: Any) -> Any:
-    """`tokenizer` (a `tokenizers.Tokenizer`, changed in place) reading text as `text.without_stress_marks`
-    does: composed first (NFC), then its own normalizer, then the stress marks left on their own dropped.
+def with_plain_spelling(tokenizer: Any) -> Any:
+    """`tokenizer` (a `tokenizers.Tokenizer`, changed in place) reading text as `text.plain_spelling`
+    writes it: composed (NFC), stress marks and invisible characters (soft hyphen, zero-width space
+    and joiners) dropped, then its own normalizer.
 
-    Why: Russian encyclopaedias, and the answers that copy them, write "Хуа́н", "Сраже́ние". The
-    multilingual encoders' tokenizer keeps a stress mark as a piece of its own, which cuts the word
-    ("▁Ху" "а" "́" "н"), and their training texts hold almost none (76 of the 35,580 tone training
-    texts), so a stressed name read as other, rarer pieces: the shipped tone model flagged "Хуа́н
-    Э́во Мора́лес" as toxic and not "Хуан Эво Моралес". Composing first keeps "é" and a decomposed
-    "й" whole (the files' own normalizers do not compose). Offsets still point into the original
-    text. Idempotent: a tokenizer that already does this is returned as it is.
+    Why: Russian encyclopaedias, and the answers that copy them, write "Хуа́н", "Сраже́ние", and web
+    pages leave soft hyphens inside words. The multilingual encoders' tokenizer keeps such a
+    character as a piece of its own, which cuts the word ("▁Ху" "а" "́" "н"), and their training texts
+    hold almost none (76 of the 35,580 tone training texts have a stress mark), so the word read as
+    other, rarer pieces: the shipped tone model flagged "Хуа́н Э́во Мора́лес" as toxic and not "Хуан Эво
+    Моралес". Composing first keeps "é" and a decomposed "й" whole (the files' own normalizers do not
+    compose). Offsets still point into the original text. Idempotent: a tokenizer that already does
+    this (a training run's saved one) is returned as it is.
     """
     from tokenizers import Regex, normalizers
 
     current = tokenizer.normalizer
-    if current is not None and STRESS_MARKS.encode("utf-8") in current.__getstate__():
+    if current is not None and NOT_SPELLING.encode("utf-8") in current.__getstate__():
         return tokenizer
-    steps = [normalizers.NFC(), *([current] if current is not None else []),
-             normalizers.Replace(Regex(STRESS_MARKS), "")]
+    # Before the file's own normalizer: XLM-R's maps a zero-width joiner to a space of its own.
+    steps = [normalizers.NFC(), normalizers.Replace(Regex(NOT_SPELLING), ""), *([current] if current is not None else [])]
     tokenizer.normalizer = normalizers.Sequence(steps)
     return tokenizer
 

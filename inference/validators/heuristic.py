@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Sequence
 from .. import heuristics
 from ..case import Case
 from ..grounding import task_of_case
-from ..text import language_of, without_stress_marks
+from ..text import language_of, plain_spelling
 from ..results import FactSpansOutput, QARelevanceOutput, Span, SpanLabel, ToneOutput
 from .base import ValidatorInfo, asks_a_question
 
@@ -181,9 +181,9 @@ def _cyrillic_lookalikes(match: re.Match) -> str:
 
 
 def normalize_for_lexicon(text: str) -> str:
-    """Lower-case, drop stress marks ("ху́й"), undo leetspeak and Latin look-alikes in Cyrillic
-    words, drop masking symbols, collapse stretched letters."""
-    text = _MIXED_WORD.sub(_cyrillic_lookalikes, without_stress_marks(text).lower()).translate(_LEET)
+    """Lower-case, drop stress marks and invisible characters ("ху́й", "ху\u00adй"), undo leetspeak
+    and Latin look-alikes in Cyrillic words, drop masking symbols, collapse stretched letters."""
+    text = _MIXED_WORD.sub(_cyrillic_lookalikes, plain_spelling(text).lower()).translate(_LEET)
     text = re.sub(r"(?<=\w)[*#]+(?=\w)", "", text)  # f**k -> fk, handled by patterns below
     return re.sub(r"(\w)\1{2,}", r"\1", text)  # fuuuuck -> fuck
 

@@ -236,6 +236,16 @@ def test_a_stress_mark_does_not_split_a_russian_word():
     assert heuristics.context_quality("Кто выиграл Сраже́ние при Энти́теме?", "Сражение при Энтитеме выиграл Союз.") > 0.9
 
 
+def test_a_soft_hyphen_or_zero_width_space_does_not_split_a_word_and_offsets_hold():
+    # Web pages leave soft hyphens and zero-width spaces inside words; split there, the answer's
+    # word read as two the context never uses.
+    answer = "Инфор\u00adмация о прези\u200bденте"
+    tokens = tokenize(answer)
+    assert [t.text for t in tokens] == ["информация", "о", "президенте"]
+    assert answer[tokens[0].start:tokens[0].end] == "Инфор\u00adмация"
+    assert [t.stem for t in tokens] == [t.stem for t in tokenize("Информация о президенте")]
+
+
 def test_the_tone_lexicon_reads_a_stressed_word_as_its_plain_spelling():
     from autovalidators.inference.validators.heuristic import normalize_for_lexicon, tone_lexicon
 

@@ -10,7 +10,7 @@ import pytest
 
 from autovalidators.data_prep.tone.statements import DEFAULT_PATH, statement_records
 from autovalidators.inference.manifest import load_manifest
-from autovalidators.inference.text import without_stress_marks
+from autovalidators.inference.text import plain_spelling
 from autovalidators.inference.validators.tone import ToneValidator
 from autovalidators.training.benchmarks.tone import statements_caught
 from autovalidators.training.tasks.tone import TONE_LABELS
@@ -96,7 +96,7 @@ STRESSED = [
 
 @pytest.mark.slow
 def test_a_stressed_text_scores_as_its_plain_spelling_and_is_not_flagged(tone):
-    plain = [without_stress_marks(text) for text in STRESSED]
+    plain = [plain_spelling(text) for text in STRESSED]
     assert plain[0].startswith("Хуан Эво Моралес Айма")
     assert np.array_equal(tone.scores(STRESSED), tone.scores(plain))
     flagged = _flagged(tone, STRESSED)

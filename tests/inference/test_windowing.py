@@ -154,28 +154,29 @@ def test_a_loaded_tokenizer_has_truncation_and_padding_off_in_itself(tokenizer, 
     assert loaded.encode(text).ids == windowing.plain_tokenizer(truncating).encode(text).ids  # the same tokens
 
 
-def test_stress_marks_are_spelling_to_the_shipped_tokenizers_and_offsets_still_point_into_the_text():
+def test_stress_marks_and_invisible_characters_are_not_spelling_to_the_shipped_tokenizers_and_offsets_hold():
     from pathlib import Path
 
-    from autovalidators.inference.text import without_stress_marks
-    from autovalidators.inference.windowing import ignore_stress_marks, load_plain_tokenizer
+    from autovalidators.inference.text import plain_spelling
+    from autovalidators.inference.windowing import with_plain_spelling, load_plain_tokenizer
 
-    assert without_stress_marks("Хуа́н Э́во") == "Хуан Эво"
-    assert without_stress_marks("cafe\u0301") == "café"            # composed: é keeps its accent
-    assert without_stress_marks("и\u0306") == "й"                  # a decomposed й stays a letter
+    assert plain_spelling("Хуа́н Э́во") == "Хуан Эво"
+    assert plain_spelling("cafe\u0301") == "café"            # composed: é keeps its accent
+    assert plain_spelling("и\u0306") == "й"                  # a decomposed й stays a letter
+    assert plain_spelling("инфор\u00adма\u200bция\ufeff") == "информация"   # soft hyphen, zero-width
     models_dir = Path(__file__).resolve().parents[2] / "models"
     files = sorted(models_dir.glob("*/tokenizer.json"))
     assert files, "no shipped tokenizer"
     for file in files:
         tokenizer = load_plain_tokenizer(file)
-        stressed, plain = "Хуа́н Мора́лес, cafe\u0301 и\u0306", "Хуан Моралес, café й"
+        stressed, plain = "Хуа́н Мора́лес, cafe\u0301 и\u0306 инфор\u00adма\u200dция", "Хуан Моралес, café й информация"
         encoded = tokenizer.encode(stressed, add_special_tokens=False)
         assert encoded.ids == tokenizer.encode(plain, add_special_tokens=False).ids, file
         # The word's last token ends after "Хуа́н" (5 characters with its mark) in the original text.
         assert encoded.offsets[0][0] == 0 and 5 in [end for _, end in encoded.offsets], file
         # Loading twice, or a training run's saved tokenizer, does not stack the normalizer.
         before = tokenizer.normalizer.__getstate__()
-        assert ignore_stress_marks(tokenizer).normalizer.__getstate__() == before
+        assert with_plain_spelling(tokenizer).normalizer.__getstate__() == before
     # Untouched by a file that does not name a stress mark: the file's own tokenizer splits the word.
     from tokenizers import Tokenizer
 

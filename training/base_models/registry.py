@@ -41,17 +41,17 @@ def resolve_base_model(name: str) -> str:
 
 def load_tokenizer(model_path: str):
     """The fast tokenizer as a `tokenizers.Tokenizer`: exactly what the ONNX runtime will use
-    (stress marks read as spelling, `inference.windowing.ignore_stress_marks`)."""
+    (stress marks and invisible characters dropped, `inference.windowing.with_plain_spelling`)."""
     from tokenizers import Tokenizer
 
-    from autovalidators.inference.windowing import ignore_stress_marks
+    from autovalidators.inference.windowing import with_plain_spelling
 
     file = Path(model_path) / "tokenizer.json"
     if file.is_file():
-        return ignore_stress_marks(Tokenizer.from_file(str(file)))
+        return with_plain_spelling(Tokenizer.from_file(str(file)))
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(model_path)
     if not getattr(tokenizer, "is_fast", False):
         raise BaseModelError(f"{model_path}: no fast tokenizer (tokenizer.json); the runtime needs one")
-    return ignore_stress_marks(tokenizer.backend_tokenizer)
+    return with_plain_spelling(tokenizer.backend_tokenizer)
