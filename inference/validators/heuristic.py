@@ -181,9 +181,11 @@ def _cyrillic_lookalikes(match: re.Match) -> str:
 
 
 def normalize_for_lexicon(text: str) -> str:
-    """Lower-case, drop stress marks and invisible characters ("ху́й", "ху\u00adй"), undo leetspeak
-    and Latin look-alikes in Cyrillic words, drop masking symbols, collapse stretched letters."""
-    text = _MIXED_WORD.sub(_cyrillic_lookalikes, plain_spelling(text).lower()).translate(_LEET)
+    """Lower-case, drop stress marks and invisible characters ("ху́й", "ху\u00adй"), read a typographic
+    apostrophe as one ("I’ll"), undo leetspeak and Latin look-alikes in Cyrillic words, drop masking
+    symbols, collapse stretched letters."""
+    text = plain_spelling(text).lower().replace("’", "'")
+    text = _MIXED_WORD.sub(_cyrillic_lookalikes, text).translate(_LEET)
     text = re.sub(r"(?<=\w)[*#]+(?=\w)", "", text)  # f**k -> fk, handled by patterns below
     return re.sub(r"(\w)\1{2,}", r"\1", text)  # fuuuuck -> fuck
 

@@ -112,9 +112,18 @@ RUSSIAN_KILLING_NEWS = [
     "Свидетель боялся, что его зарежут прямо в подъезде.",
 ]
 RUSSIAN_THREATS = ["Ещё раз сюда придёшь — убью.", "Тебя убьют, если не заплатишь.", "Мы тебя прибьем, понял?"]
+# The English lexicon matched sayings and advice that share a threat's words.
+ENGLISH_SAYINGS = [
+    "As the saying goes, what doesn't kill you makes you stronger.",
+    "When lifting heavy boxes, bend your knees and watch your back.",
+    "If you miss the last bus, I'll find you a ride home.",
+    "The coach said we will beat them in the final if we defend well.",
+]
+ENGLISH_THREATS = ["Ask me that again and I’ll kill you.", "We're gonna shoot them all tonight.", "Go kill yourself."]
 
 
 @pytest.mark.slow
-def test_russian_news_about_killing_is_not_a_threat_and_a_promise_to_kill_is(tone):
-    assert not _flagged(tone, RUSSIAN_KILLING_NEWS).any()
-    assert _flagged(tone, RUSSIAN_THREATS).all()
+def test_news_about_killing_and_sayings_are_not_threats_and_a_promise_to_kill_is(tone):
+    flagged = _flagged(tone, RUSSIAN_KILLING_NEWS + ENGLISH_SAYINGS)
+    assert not flagged.any(), [t for t, hit in zip(RUSSIAN_KILLING_NEWS + ENGLISH_SAYINGS, flagged) if hit]
+    assert _flagged(tone, RUSSIAN_THREATS + ENGLISH_THREATS).all()
