@@ -62,7 +62,21 @@ _TITLES = frozenset("""mr mrs ms dr prof st jr sr mt gen col lt sgt capt rev gov
     им ул пр просп проф акад св ген оз пос т.е т.к т.н т.о""".split())
 # Before a number only: "No. 5", "Fig. 2", "ст. 15", a life's dates ("b. 1815", "c. 1500",
 # "род. 1959", "ум. 1662"); "No. The capital is Paris." is two sentences.
-_BEFORE_NUMBER = frozenset("no nos vol fig pp p ch art b d c ст ч п рис гл род ум".split())
+_BEFORE_NUMBER = frozenset("no nos vol fig pp p ch art b d c ст ч п рис гл род ум mar apr jun jul sep".split())
+# A month's or weekday's abbreviation ("Apr. 18", "Sat. & Sun.", "5 апр. 2015") reads as its full name, which
+# is how contexts write them: read as a word of its own, "Apr" met nothing in "April 18 through April 26".
+# Only capitalised (Russian: any case) and followed by a full stop that does not end a sentence, so "the Sun."
+# and "He sat." keep their words.
+_ABBREVIATED = {
+    "jan": "january", "feb": "february", "mar": "march", "apr": "april", "jun": "june",
+    "jul": "july", "aug": "august", "sep": "september", "sept": "september", "oct": "october",
+    "nov": "november", "dec": "december", "mon": "monday", "tue": "tuesday", "tues": "tuesday",
+    "wed": "wednesday", "thu": "thursday", "thur": "thursday", "thurs": "thursday", "fri": "friday",
+    "sat": "saturday", "sun": "sunday",
+    "янв": "январь", "фев": "февраль", "февр": "февраль", "апр": "апрель", "авг": "август",
+    "сент": "сентябрь", "окт": "октябрь", "нояб": "ноябрь", "дек": "декабрь",
+}
+_ABBREVIATION_GOES_ON = re.compile(r"\.[ \t]*(?:[^\W_A-ZА-ЯЁ]|[&,;:(\-–])")
 
 STOPWORDS_EN = frozenset(
     """a about above after again against all am an and any are as at be because been before being
@@ -209,6 +223,9 @@ def _tokenize(text: str) -> list[Token]:
                 stem = normalize_number(surface)
             else:
                 language = "russian" if _CYRILLIC.match(lower[0]) else "english"
+                full = _ABBREVIATED.get(lower)
+                if full and (surface[0].isupper() or language == "russian") and _ABBREVIATION_GOES_ON.match(text, end):
+                    lower = full
                 stem = _stem(language, lower)
             tokens.append(
                 Token(

@@ -173,6 +173,8 @@ def test_sentence_offsets_point_into_the_text():
      ["Эво Моралес (род. 26 октября 1959) — политик.", "Он был президентом."]),
     ("Мелек Ахмед-паша (ум. 1662) был визирем. Его знали все.",
      ["Мелек Ахмед-паша (ум. 1662) был визирем.", "Его знали все."]),
+    ("Parks are free during Park Week (Apr. 18-26). Book early.",
+     ["Parks are free during Park Week (Apr. 18-26).", "Book early."]),
     # ...but a sentence that starts after a letter, a year or a word that is also an abbreviation does.
     ("Take vitamin C. It helps.", ["Take vitamin C.", "It helps."]),
     ("В 1812 г. Наполеон вошёл в Москву.", ["В 1812 г.", "Наполеон вошёл в Москву."]),
@@ -264,6 +266,23 @@ def test_camel_case_keys_of_structured_context_read_as_words():
 
 def _labelled(spans):
     return [(s.label.value, s.text) for s in spans]
+
+
+def test_abbreviated_months_and_weekdays_meet_their_full_names_and_the_sun_stays_the_sun():
+    from autovalidators.inference.case import Case
+    from autovalidators.inference.validators.heuristic import HeuristicFactSpans
+
+    # A good RAGTruth summary (dev) whose abbreviations read as words the context never uses.
+    context = ["And for Saturday and Sunday, national parks are free. It's all part of National Park Week, "
+               "happening April 18 through April 26."]
+    answer = "National parks are free on Sat. & Sun. during National Park Week (Apr. 18-26)."
+    output = HeuristicFactSpans("sentence").predict([Case(id="1", question="", context=context, answer=answer)])[0]
+    assert not output.hallucinated and [label for label, _ in _labelled(output.spans)] == ["FACT"]
+    words = [t.text for t in tokenize("Выставка откроется 5 апр. 2015 г. Jan. 5 she left.")]
+    assert "апрель" in words and "january" in words and "апр" not in words and "jan" not in words
+    # Not an abbreviation where the full stop ends a sentence, or lower-case.
+    assert [t.text for t in tokenize("The Earth orbits the Sun. It is a star. He sat. then left")] == \
+        ["the", "earth", "orbits", "the", "sun", "it", "is", "a", "star", "he", "sat", "then", "left"]
 
 
 def test_heuristic_span_modes_mark_the_same_sentences_with_the_same_scores():
