@@ -91,3 +91,24 @@ def test_a_changed_text_moves_only_itself_in_or_out_of_the_tone_sample():
     resampled = stable_sample(changed, 100, salt="xquad_ru")
     assert len(set(sample) - set(resampled)) <= 10
     assert stable_sample(texts, 100, salt="squad2_en") != sample  # each set has its own draw
+
+
+def test_the_tone_check_samples_only_texts_the_tone_data_prep_holds_out():
+    from autovalidators.data_prep.gate_sets import tone_unseen
+    from autovalidators.data_prep.splits import grouped_split
+    from autovalidators.data_prep.tone.config import load_tone_config
+    from autovalidators.data_prep.tone.records import text_group
+
+    config = load_tone_config()
+    texts = [f"@user you are number {i} on my list, loser" for i in range(3000)]
+    # Davidson: no benchmark holdout, so its test split only (a tenth), every text of a group together.
+    unseen = tone_unseen(texts + ["@other YOU ARE NUMBER 7 on my list,   loser"], "davidson", config)
+    split = grouped_split([text_group(t) for t in texts], str, config.splits.fractions, seed=config.splits.seed)
+    assert {text_group(t) for t in unseen} == set(split["test"])
+    assert 0.07 < len(unseen) / len(texts) < 0.13
+    assert ("@other YOU ARE NUMBER 7 on my list,   loser" in unseen) == (texts[7] in unseen)
+    # OLID: its benchmark holdout (a fifth; its hash leaves the rest all in train).
+    olid = tone_unseen(texts, "olid", config)
+    holdout = grouped_split([text_group(t) for t in texts], str, {"keep": 0.8, "holdout": 0.2}, seed=config.splits.seed)
+    assert config.sources["olid"].holdout_fraction == 0.2
+    assert {text_group(t) for t in olid} == set(holdout["holdout"]) and 0.16 < len(olid) / len(texts) < 0.24
