@@ -41,6 +41,8 @@ def plain_spelling(text: str) -> str:
     """`text` composed (NFC), without stress marks and invisible characters: "Хуа́н" -> "Хуан",
     "инфор\u00adмация" -> "информация", a decomposed "й" -> "й"; "café" unchanged."""
     return _NOT_SPELLING.sub("", unicodedata.normalize("NFC", text))
+
+
 # A clock time is one number, read on a 24-hour clock: "17:0" (a structured context's hours),
 # "5:00 PM", "5 p.m." and "17:00" are all 17:00. Read as digits they were "5" and "00", which the
 # context's "17" and "0" never met, so every correctly restated opening hour looked invented.
