@@ -255,6 +255,50 @@ def test_the_tone_lexicon_reads_a_stressed_word_as_its_plain_spelling():
     assert tone_lexicon()["insult"].search(normalize_for_lexicon("Ты иди́от"))
 
 
+# Words that share a stem with abuse but name a liquid, a country, a dish, a composer, a folk art, a
+# novel, a band, a fire-safety material, a blunt angle. The heuristic tone validator (the fallback, and
+# the lexicon the tone data prep labels with) flagged each of these before.
+_NEUTRAL_HOMOGRAPHS = [
+    "Ртуть — единственный металл, который при комнатной температуре остаётся жидкостью.",
+    "Нигерия — самая населённая страна Африки; нигерийская нефть идёт на экспорт.",
+    "Хачапури пекут с сулугуни; балет «Спартак» написал Арам Хачатурян.",
+    "Хохломская роспись — народный промысел, хохлатая синица живёт в хвойных лесах.",
+    "Иоганн Себастьян Бах родился в Эйзенахе; остров Себу лежит на Филиппинах.",
+    "Тупой угол больше прямого; пациент жаловался на тупую боль, а тупая боль в боку прошла.",
+    "В этом году хорошо уродилась пшеница; врождённое уродство стопы лечат ортопеды.",
+    "Лохматый пёс выбежал к Лох-Несс; кретинизм вызван нехваткой йода.",
+    "Малыш чмокнул маму в щёку.",
+    "Moby-Dick is a novel by Herman Melville; Moby Dick is the whale.",
+    "Treat the wood with a flame retardant; the Wankel engine has a rotor.",
+    "Take out the trash on Tuesdays and put the trash bag in the trash can.",
+    "A knee-jerk reaction; beef jerky; Coyote Ugly and Ugly Betty; a chink in the armour.",
+    "Prick your finger with a sterile lancet to prepare the blood slide.",
+    "Pussy Riot were sentenced in 2012; the Hui people live in Ningxia.",
+]
+_ABUSE = [
+    "Ты тупой урод и лох.", "Да ты чмо, жиды и хачи виноваты.", "Сука, съебал отсюда!",
+    "You are a jerk and a moron.", "You're trash, you prick.", "What a dick.", "Shut up, retard.",
+]
+
+
+@pytest.mark.parametrize("text", _NEUTRAL_HOMOGRAPHS)
+def test_the_heuristic_tone_validator_does_not_flag_words_that_only_share_a_stem_with_abuse(text):
+    from autovalidators.inference.case import Case
+    from autovalidators.inference.validators.heuristic import HeuristicTone
+
+    [output] = HeuristicTone().predict([Case(id="t", question="", answer=text)])
+    assert output.flagged == ()
+
+
+@pytest.mark.parametrize("text", _ABUSE)
+def test_the_heuristic_tone_validator_still_flags_the_abuse_those_stems_were_for(text):
+    from autovalidators.inference.case import Case
+    from autovalidators.inference.validators.heuristic import HeuristicTone
+
+    [output] = HeuristicTone().predict([Case(id="t", question="", answer=text)])
+    assert "toxicity" in output.flagged
+
+
 def test_camel_case_keys_of_structured_context_read_as_words():
     # Data-to-text contexts are JSON ("RestaurantsTakeOut": true); answers say "offers take-out".
     assert [t.text for t in tokenize("RestaurantsTakeOut OutdoorSeating")] == ["restaurants", "take", "out",
