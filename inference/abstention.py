@@ -32,6 +32,7 @@ from . import heuristics
 from .abstention_features import FeatureSpec, cut, featurize, pad
 from .case import Case
 from .manifest import MANIFEST_NAME, Manifest, load_manifest
+from .text import plain_spelling
 from .validators.base import ValidatorInfo
 
 logger = logging.getLogger(__name__)
@@ -46,7 +47,7 @@ PHRASES = re.compile("|".join(heuristics.ABSTENTION_PATTERNS), re.IGNORECASE)
 
 def phrase_hits(texts: Sequence[str], max_chars: int) -> list[bool]:
     """Whether the phrase list matches the part of each text the model reads."""
-    return [bool(PHRASES.search(cut(t, max_chars))) for t in texts]
+    return [bool(PHRASES.search(plain_spelling(cut(t, max_chars)))) for t in texts]
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ Pure Python + numpy (no scikit-learn at inference). A text becomes a bag of feat
   the answer's length bucket (a long answer rarely only declines).
 
 Normalisation makes odd input harmless and common tricks visible: NFKC, lower case, zero-width and
-control characters dropped, digits folded to `0`, and look-alike letters in a word that mixes
+control characters and stress marks dropped, digits folded to `0`, and look-alike letters in a word that mixes
 scripts read in its majority script ("нет дaнных" with a Latin `a`, "dоn't" with a Cyrillic `о`). Texts longer than `max_chars` are read as
 their head and tail (`max_chars / 2` each) plus a `long` marker: a 5 MB answer costs what a 4 kB
 one does, and it is not a refusal anyway.
@@ -30,6 +30,8 @@ from dataclasses import asdict, dataclass
 from typing import Sequence
 
 import numpy as np
+
+from autovalidators.inference.text import plain_spelling
 
 _INVISIBLE = re.compile(r"[\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f\u00ad\u200b-\u200f\u202a-\u202e"
                         r"\u2060-\u2064\ufeff]")
@@ -94,7 +96,9 @@ def normalize(text: str, max_chars: int) -> tuple[str, bool]:
     """The text as the model reads it, and whether it was cut to its head and tail."""
     long = len(text) > max_chars
     text = cut(text, max_chars)
-    text = _INVISIBLE.sub("", unicodedata.normalize("NFKC", text)).lower().replace("ё", "е")
+    # NFKC composes "e" + acute into "é"; an acute or grave left after it is a Russian stress mark
+    # ("не́т дáнных"), which plain_spelling drops with the soft hyphens, as the other validators do.
+    text = _INVISIBLE.sub("", plain_spelling(unicodedata.normalize("NFKC", text))).lower().replace("ё", "е")
     return text, long
 
 

@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING, Sequence
 import numpy as np
 
 from . import heuristics
-from .text import (NEGATIONS, Sentence, Token, is_known, language_of, split_sentences, stems_of, tokenize,
-                   unsupported_phrases)
+from .text import (NEGATIONS, Sentence, Token, is_known, language_of, plain_spelling, split_sentences, stems_of,
+                   tokenize, unsupported_phrases)
 
 if TYPE_CHECKING:
     from .case import Case
@@ -223,7 +223,7 @@ def sentence_signals(answer: str, context: ContextIndex) -> list[SentenceSignals
             float(sum(1 for t, ok in zip(content, content_supported) if t.is_number and not ok)),
             float(len(names)), float(sum(1 for t, ok in zip(content, content_supported) if _is_name(t) and not ok)),
             float(negated), float(negated and not context.negated), float(is_noise),
-            float(len(_HEDGE.findall(sentence.text))), index / max(1, len(sentences) - 1), float(len(sentences)),
+            float(len(_HEDGE.findall(plain_spelling(sentence.text)))), index / max(1, len(sentences) - 1), float(len(sentences)),
             math.log1p(context.tokens), is_russian, longest / len(content) if content else 1.0, 0.0, NO_NLI,
         ]
         signals.append(SentenceSignals(

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from .records import parse_record, record_checks
-from .text import (NEGATIONS, Sentence, Token, content_stems, is_known, split_sentences, stems_of, tokenize,
-                   unsupported_phrases)
+from .text import (NEGATIONS, Sentence, Token, content_stems, is_known, plain_spelling, split_sentences, stems_of,
+                   tokenize, unsupported_phrases)
 
 # Stylistic filler that is neither a claim nor a hallucination.
 NOISE_PATTERNS = [
@@ -94,12 +94,13 @@ def claim_weight(token: Token) -> float:
 
 def is_noise_sentence(sentence: Sentence) -> bool:
     """Noise when filler phrases cover most of the sentence's words, or it is a preamble."""
-    if _PREAMBLE.match(sentence.text):
+    text = plain_spelling(sentence.text)  # the phrase lists are written without stress marks
+    if _PREAMBLE.match(text):
         return True
-    covered = sum(len(m.group(0)) for m in _NOISE.finditer(sentence.text))
+    covered = sum(len(m.group(0)) for m in _NOISE.finditer(text))
     if not covered:
         return False
-    residue = _NOISE.sub(" ", sentence.text)
+    residue = _NOISE.sub(" ", text)
     residue_content = [t for t in tokenize(residue) if not t.is_stopword]
     return len(residue_content) <= 2
 
@@ -225,7 +226,7 @@ def specificity(answer: str) -> float:
     names = sum(1 for t in content if t.is_capitalized and t.start not in sentence_starts and not t.is_number
                 and not _DATE_WORD.match(t.text))
     terms = sum(1 for t in content if not t.is_number and len(t.text) >= TERM_LETTERS)
-    hedges = len(_HEDGE.findall(answer))
+    hedges = len(_HEDGE.findall(plain_spelling(answer)))
     density = (2 * numbers + names + 0.5 * terms) / len(content)
     # A few numbers or names in a short answer already make it checkable; saturate early.
     score = 1.0 - math.exp(-4.0 * density) - 0.15 * hedges
@@ -239,6 +240,7 @@ def abstains(answer: str, question: str = "") -> bool:
     office", "…the two main risks") but not add numbers or more than a few new content words: "I don't know, but the
     Mars office opens in 2027" still asserts a checkable claim.
     """
+    answer = plain_spelling(answer)  # "Не зна́ю" is the phrase list's "не знаю"
     if not _ABSTENTION.search(answer):
         return False
     residue = _NOISE.sub(" ", _ABSTENTION.sub(" ", answer))

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from autovalidators.inference import Case, Decision, FailureType, Gate
+from autovalidators.inference import Case, Decision, FailureType, Gate, heuristics
 from autovalidators.inference.abstention import (
     AbstentionModel, AbstentionOutput, PhraseListAbstention, load_abstention,
 )
@@ -99,6 +99,20 @@ def test_look_alike_letters_and_invisible_characters_read_as_the_plain_text():
     # A Latin "a" inside Cyrillic, a Cyrillic "о" inside Latin, zero-width spaces.
     disguised = feature_strings("нет дaнных, I d\u200bоn't\u200b know", spec, phrase_hit=True)
     assert disguised == plain
+
+
+def test_stress_marks_read_as_the_plain_text_and_accented_latin_letters_stay(model):
+    spec = FeatureSpec()
+    stressed = "Нет да\u0301нных: в предоставленных материа\u0301лах об этом ничего не ска\u0301зано."
+    plain = "Нет данных: в предоставленных материалах об этом ничего не сказано."
+    assert feature_strings(stressed, spec, phrase_hit=False) == feature_strings(plain, spec, phrase_hit=False)
+    assert model.predict(cases([stressed])) == model.predict(cases([plain]))
+    assert model.predict(cases([stressed]))[0].abstains
+    # The phrase list (the fallback, and one of the model's features) reads the plain spelling too.
+    assert heuristics.abstains("Не зна\u0301ю, в документах об этом ничего нет.")
+    # "café" typed with a combining accent is the precomposed "café", not "cafe".
+    assert (feature_strings("cafe\u0301", spec, phrase_hit=False) == feature_strings("caf\u00e9", spec, phrase_hit=False)
+            != feature_strings("cafe", spec, phrase_hit=False))
 
 
 def test_five_megabyte_answer_is_read_as_head_and_tail(model):
