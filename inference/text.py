@@ -65,6 +65,12 @@ _TITLES = frozenset("""mr mrs ms dr prof st jr sr mt gen col lt sgt capt rev gov
 # Before a number only: "No. 5", "Fig. 2", "ст. 15", a life's dates ("b. 1815", "c. 1500",
 # "род. 1959", "ум. 1662"); "No. The capital is Paris." is two sentences.
 _BEFORE_NUMBER = frozenset("no nos vol fig pp p ch art b d c ст ч п рис гл род ум mar apr jun jul sep".split())
+# A numbered list item's marker ("1. ", "2) ", "Step 3: ", "Шаг 3."), at the start of a line or after a
+# sentence: the item is one sentence after it, and the marker is no claim. Split at its full stop,
+# "1." was a sentence of its own and "5." a number the context never gives, so item five of a good
+# recipe read as invented.
+_LIST_NUMBER = re.compile(r"(?<![\w.,])(?:(?:step|шаг)\s+)?\(?\d{1,2}[.)]\Z", re.IGNORECASE)
+_LIST_MARKER = re.compile(r"(?:(?:step|шаг)\s+)?\(?\d{1,2}[.):]\s+(?=\S)", re.IGNORECASE)
 # A month's or weekday's abbreviation ("Apr. 18", "Sat. & Sun.", "5 апр. 2015") reads as its full name, which
 # is how contexts write them: read as a word of its own, "Apr" met nothing in "April 18 through April 26".
 # Only capitalised (Russian: any case) and followed by a full stop that does not end a sentence, so "the Sun."
@@ -346,6 +352,8 @@ def _ends_sentence(text: str, match: re.Match[str]) -> bool:
     """Whether a candidate end (`_SENTENCE_END`) after a full stop really ends the sentence."""
     if text[match.start() - 1:match.start()] != ".":
         return True
+    if _starts_list_item(text, match.start()):
+        return False
     word = _WORD_BEFORE_STOP.search(text, max(0, match.start() - 20), match.start())
     if word is None:
         return True
@@ -365,14 +373,25 @@ def _ends_sentence(text: str, match: re.Match[str]) -> bool:
     return not (lowered in _TITLES or (lowered in _BEFORE_NUMBER and text[match.end():match.end() + 1].isdigit()))
 
 
+def _starts_list_item(text: str, end: int) -> bool:
+    """`text[:end]` ends in a list marker ("3.", "Step 3.") that opens a line or follows a sentence."""
+    marker = _LIST_NUMBER.search(text, max(0, end - 12), end)
+    if marker is None:
+        return False
+    before = text[:marker.start()].rstrip(" \t")
+    return not before or before.endswith(("\n", ".", "!", "?", ":", ";"))
+
+
 def split_sentences(text: str) -> list[Sentence]:
-    """Sentences with character offsets; blank pieces are dropped."""
+    """Sentences with character offsets, a list item's marker left out; blank pieces are dropped."""
     sentences = []
     position = 0
     for match in [m for m in _SENTENCE_END.finditer(text) if _ends_sentence(text, m)] + [None]:
         end = match.start() if match else len(text)
         piece = text[position:end]
         stripped = piece.strip()
+        if marker := _LIST_MARKER.match(stripped):
+            stripped = stripped[marker.end():]
         if stripped:
             offset = position + piece.index(stripped)
             sentences.append(Sentence(stripped, offset, offset + len(stripped)))

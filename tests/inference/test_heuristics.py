@@ -181,11 +181,34 @@ def test_sentence_offsets_point_into_the_text():
     ("No. The answer is Paris.", ["No.", "The answer is Paris."]),
     ("He ate a lot of food. 3 days later he was ill.", ["He ate a lot of food.", "3 days later he was ill."]),
     ("He lives in the U.S. He works.", ["He lives in the U.S.", "He works."]),
+    # A numbered list item is one sentence, its marker left out; a number ending a sentence stays.
+    ("Follow these steps:\n1. Preheat the oven.\n12) Peel it. Step 3: Serve.",
+     ["Follow these steps:", "Preheat the oven.", "Peel it.", "Serve."]),
+    ("Шаг 3. Налейте воду. Do this. 2. Then that.", ["Налейте воду.", "Do this.", "Then that."]),
+    ("It opened in 1990. See chapter 2. Then go.", ["It opened in 1990.", "See chapter 2.", "Then go."]),
 ])
 def test_sentences_end_at_full_stops_not_at_initials_or_titles(text, sentences):
     found = split_sentences(text)
     assert [s.text for s in found] == sentences
     assert all(text[s.start:s.end] == s.text for s in found)
+
+
+def test_a_list_items_number_is_no_claim_but_its_text_still_is():
+    from autovalidators.inference.case import Case
+    from autovalidators.inference.validators.heuristic import HeuristicFactSpans
+
+    context = ["Preheat the oven to 200 degrees. Peel the garlic. Cut the tops off. Drizzle olive oil over them. "
+               "Wrap them in foil. Roast for 40 minutes."]
+    steps = ["Preheat the oven to 200 degrees.", "Peel the garlic.", "Cut the tops off.",
+             "Drizzle olive oil over them.", "Wrap them in foil.", "Roast for 40 minutes."]
+    faithful = "Here is how:\n" + "\n".join(f"{i}. {step}" for i, step in enumerate(steps, 1))
+    [output] = HeuristicFactSpans().predict([Case(id="list", question="How to roast garlic?", context=context,
+                                                   answer=faithful)])
+    assert not output.hallucinated, [s.text for s in output.spans if s.label.value == "HALLUCINATION"]
+    wrong = faithful.replace("40 minutes", "90 minutes")
+    [output] = HeuristicFactSpans().predict([Case(id="list", question="How to roast garlic?", context=context,
+                                                   answer=wrong)])
+    assert [s.text for s in output.spans if s.label.value == "HALLUCINATION"] == ["Roast for 90 minutes."]
 
 
 @pytest.mark.slow
