@@ -15,14 +15,10 @@ from typing import Any, Iterable, Iterator, Sequence
 
 from .batch_io import OUTPUT_COLUMNS, Shard, output_schema, read_shard, record_key
 from .case import Case, CaseError
+from .latency import peak_rss_mb
 
 WORKER_COLUMNS = (("worker_pid", "int"), ("worker_peak_rss_mb", "float"), ("worker_cpu_s", "float"))
 CHUNK = 32  # cases per Gate call: validate's batch size, so both see the same batches
-
-
-def peak_rss_mb() -> float:
-    """This process's peak resident memory so far, in MB (Linux reports KB)."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def cpu_seconds() -> float:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import platform
+import resource
 import time
 from typing import Sequence
 
@@ -24,8 +25,14 @@ def percentiles(samples_ms: Sequence[float]) -> dict[str, float]:
     }
 
 
+def peak_rss_mb() -> float:
+    """This process's peak resident memory so far, in MB (Linux reports KB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
 def measure_gate(gate: Gate, cases: Sequence[Case], *, repeat: int = 20, warmup: int = 2) -> dict:
-    """Per-case latency (one case per call) and batch throughput, after `warmup` rounds."""
+    """Per-case latency (one case per call) and batch throughput, after `warmup` rounds, and the
+    process's peak memory by then (every validator loaded, the cases scored alone and in a batch)."""
     if not cases:
         raise ValueError("no cases to measure")
     for _ in range(warmup):
@@ -45,6 +52,7 @@ def measure_gate(gate: Gate, cases: Sequence[Case], *, repeat: int = 20, warmup:
         "repeat": repeat,
         "single_case": percentiles(single),
         "batch_cases_per_s": len(cases) * repeat / batch_seconds,
+        "peak_rss_mb": round(peak_rss_mb(), 1),
         "validators": gate.models,
         "machine": {"cpus": os.cpu_count(), "processor": platform.processor() or platform.machine(),
                     **cpu_description(), "threads_env": os.environ.get("AUTOVALIDATORS_THREADS")},

@@ -123,6 +123,9 @@ def test_runtime_import_does_not_pull_in_torch():
 
 
 def test_benchmark_gate_prints_and_writes_latency(tmp_path):
+    from autovalidators.inference.latency import peak_rss_mb
+
+    before = peak_rss_mb()
     out = tmp_path / "gate.json"
     result = runner.invoke(app, ["benchmark", "gate", "--repeat", "2", "--json", str(out)])
     assert result.exit_code == 0, result.output
@@ -131,6 +134,8 @@ def test_benchmark_gate_prints_and_writes_latency(tmp_path):
     assert report["cases"] == len([line for line in bundled if line.strip()]) and report["repeat"] == 2
     assert 0 < report["single_case"]["p50_ms"] <= report["single_case"]["p95_ms"]
     assert "p50" in result.output
+    # A peak, not a reading: never below what this process had already reached before the run.
+    assert report["peak_rss_mb"] >= round(before, 1) and "peak memory" in result.output
     assert "quality" not in report  # the bundled examples carry no good/bad labels: latency only
 
 
