@@ -11,8 +11,8 @@ Pure Python + numpy (no scikit-learn at inference). A text becomes a bag of feat
   the answer's length bucket (a long answer rarely only declines).
 
 Normalisation makes odd input harmless and common tricks visible: NFKC, lower case, zero-width and
-control characters and stress marks dropped, digits folded to `0`, and look-alike letters in a word that mixes
-scripts read in its majority script ("нет дaнных" with a Latin `a`, "dоn't" with a Cyrillic `о`). Texts longer than `max_chars` are read as
+control characters and stress marks dropped, digits folded to `0`, and look-alike letters in a word
+that mixes scripts read in its majority script ("нет дaнных" with a Latin `a`, "dоn't" with a Cyrillic `о`). Texts longer than `max_chars` are read as
 their head and tail (`max_chars / 2` each) plus a `long` marker: a 5 MB answer costs what a 4 kB
 one does, and it is not a refusal anyway.
 

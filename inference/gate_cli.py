@@ -136,8 +136,8 @@ def benchmark_gate(
             report["tone_versus_baseline"] = _print_tone_change(baseline, report["tone_texts"])
     single = report["single_case"]
     console.print(f"latency, one case per call ({len(plain[:latency_cases])} cases x {repeat}): p50 "
-                  f"{single['p50_ms']:.1f} ms, p95 {single['p95_ms']:.1f} ms; batch {report['batch_cases_per_s']:.0f} cases/s; "
-                  f"peak memory {report['peak_rss_mb']:.0f} MB")
+                  f"{single['p50_ms']:.1f} ms, p95 {single['p95_ms']:.1f} ms; "
+                  f"batch {report['batch_cases_per_s']:.0f} cases/s; peak memory {report['peak_rss_mb']:.0f} MB")
     json_out.parent.mkdir(parents=True, exist_ok=True)
     json_out.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
     console.print(f"wrote {json_out}" + (f" and {report['plot']}" if report.get("plot") else ""))

@@ -223,7 +223,8 @@ def sentence_signals(answer: str, context: ContextIndex) -> list[SentenceSignals
             float(sum(1 for t, ok in zip(content, content_supported) if t.is_number and not ok)),
             float(len(names)), float(sum(1 for t, ok in zip(content, content_supported) if _is_name(t) and not ok)),
             float(negated), float(negated and not context.negated), float(is_noise),
-            float(len(_HEDGE.findall(plain_spelling(sentence.text)))), index / max(1, len(sentences) - 1), float(len(sentences)),
+            float(len(_HEDGE.findall(plain_spelling(sentence.text)))), index / max(1, len(sentences) - 1),
+            float(len(sentences)),
             math.log1p(context.tokens), is_russian, longest / len(content) if content else 1.0, 0.0, NO_NLI,
         ]
         signals.append(SentenceSignals(
