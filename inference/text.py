@@ -378,8 +378,10 @@ def _starts_list_item(text: str, end: int) -> bool:
     marker = _LIST_NUMBER.search(text, max(0, end - 12), end)
     if marker is None:
         return False
-    before = text[:marker.start()].rstrip(" \t")
-    return not before or before.endswith(("\n", ".", "!", "?", ":", ";"))
+    start = marker.start()
+    while start and text[start - 1] in " \t":  # look back in place: contexts are long, called per full stop
+        start -= 1
+    return not start or text[start - 1] in "\n.!?:;"
 
 
 def split_sentences(text: str) -> list[Sentence]:
@@ -390,10 +392,10 @@ def split_sentences(text: str) -> list[Sentence]:
         end = match.start() if match else len(text)
         piece = text[position:end]
         stripped = piece.strip()
+        offset = position + len(piece) - len(piece.lstrip())
         if marker := _LIST_MARKER.match(stripped):
-            stripped = stripped[marker.end():]
+            stripped, offset = stripped[marker.end():], offset + marker.end()
         if stripped:
-            offset = position + piece.index(stripped)
             sentences.append(Sentence(stripped, offset, offset + len(stripped)))
         position = match.end() if match else len(text)
     return sentences
