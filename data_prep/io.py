@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import codecs
 import json
 from pathlib import Path
 from typing import Any, Iterable, Iterator
@@ -19,6 +20,8 @@ def iter_jsonl(path: str | Path) -> Iterator[tuple[int, dict[str, Any] | None, s
         for number, raw in enumerate(handle, start=1):
             if not raw.strip():
                 continue
+            if number == 1 and raw.startswith(codecs.BOM_UTF8):  # a byte-order mark is not data
+                raw = raw[len(codecs.BOM_UTF8):]
             try:
                 record = json.loads(raw.decode("utf-8"))
             except UnicodeDecodeError as exc:

@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
-from .case import DEFAULT_MAX_TEXT_CHARS, Case, CaseError, parse_case
+from .case import DEFAULT_MAX_TEXT_CHARS, Case, CaseError, decode_line, parse_case
 
 JSONL_SUFFIXES = (".jsonl", ".ndjson", ".json")
 PARQUET_SUFFIXES = (".parquet", ".pq")
@@ -132,17 +132,11 @@ def read_shard(shard: Shard, max_text_chars: int = DEFAULT_MAX_TEXT_CHARS) -> It
     for line_number, raw in enumerate(data.splitlines(), start=shard.first_line):
         if not raw.strip():
             continue
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            yield CaseError(line_number, None, f"invalid UTF-8 at byte {exc.start}", source=shard.path)
+        decoded = decode_line(raw, line_number, shard.path)
+        if isinstance(decoded, CaseError):
+            yield decoded
             continue
-        try:
-            record = json.loads(text)
-        except json.JSONDecodeError as exc:
-            yield CaseError(line_number, None, f"malformed JSON: {exc.msg} at column {exc.colno}", source=shard.path)
-            continue
-        yield parse_case(record, line=line_number, source=shard.path, max_text_chars=max_text_chars)
+        yield parse_case(decoded[1], line=line_number, source=shard.path, max_text_chars=max_text_chars)
 
 
 def _read_parquet_group(shard: Shard, max_text_chars: int) -> Iterator[Case | CaseError]:

@@ -6,6 +6,7 @@ batch with one bad record still processes the rest and says which line and field
 
 from __future__ import annotations
 
+import codecs
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -126,24 +127,30 @@ def parse_case(
         return CaseError(line, field, message, id=case_id, source=source)
 
 
+def decode_line(raw: bytes, line_number: int, source: str) -> tuple[int, Any] | CaseError:
+    """One JSONL line (`raw`, its bytes) as `(line number, decoded JSON value)`, or a `CaseError`
+    when it is not UTF-8 or not JSON. A byte-order mark opening the file (line 1) is skipped."""
+    if line_number == 1 and raw.startswith(codecs.BOM_UTF8):  # Windows editors and exports write one
+        raw = raw[len(codecs.BOM_UTF8):]
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return CaseError(line_number, None, f"invalid UTF-8 at byte {exc.start} of the line (save the file as UTF-8)",
+                         source=source)
+    try:
+        return line_number, json.loads(text)
+    except json.JSONDecodeError as exc:
+        return CaseError(line_number, None, f"malformed JSON: {exc.msg} at column {exc.colno}", source=source)
+
+
 def read_records(path: str | Path) -> Iterator[tuple[int, Any] | CaseError]:
     """`(line number, decoded JSON value)` for every non-blank line of a JSONL file, or a `CaseError`
     for a line that is not UTF-8 or not JSON. Lines are decoded one by one, so a bad line spoils
     only itself."""
-    source = str(path)
     with open(path, "rb") as handle:
         for line_number, raw in enumerate(handle, start=1):
-            if not raw.strip():
-                continue
-            try:
-                text = raw.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                yield CaseError(line_number, None, f"invalid UTF-8 at byte {exc.start}", source=source)
-                continue
-            try:
-                yield line_number, json.loads(text)
-            except json.JSONDecodeError as exc:
-                yield CaseError(line_number, None, f"malformed JSON: {exc.msg} at column {exc.colno}", source=source)
+            if raw.strip():
+                yield decode_line(raw, line_number, str(path))
 
 
 def read_cases(

@@ -54,6 +54,11 @@ def _fail(message: str) -> typer.Exit:
     return typer.Exit(code=2)
 
 
+def _unreadable(path: Path) -> str:
+    """Why an input `path` that is not a file cannot be read."""
+    return f"{path}: a folder, not a file" if path.is_dir() else f"{path}: no such file"
+
+
 def _build_gate(config: Optional[Path], validators: Optional[str], models_dir: Optional[Path],
                 judge: Optional[bool] = None) -> Gate:
     try:
@@ -84,7 +89,7 @@ def validate(
 ) -> None:
     """Validate answers and write one decision per case, in input order."""
     if not input.is_file():
-        raise _fail(f"{input}: no such file")
+        raise _fail(_unreadable(input))
     gate = _build_gate(config, validators, models_dir, judge)
     records = read_cases(input, max_text_chars=gate.config.input.max_text_chars)
     if output:
@@ -95,6 +100,8 @@ def validate(
         results, errors = run_validation(gate, records, sys.stdout)
     if not quiet:
         print_summary(results, errors, gate)
+        if not results and not errors:
+            console.print(f"[yellow]note:[/yellow] {input} holds no cases (every line is blank)")
         if output:
             console.print(f"wrote {len(results) + len(errors)} lines to {output}")
     if errors:

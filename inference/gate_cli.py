@@ -16,7 +16,7 @@ from rich.table import Table
 
 from .calibrate import calibrate, file_sha256, render_config
 from .case import Case, CaseError, parse_case, read_records
-from .cli import _build_gate, _fail, app, benchmark_app, console, prepare_app
+from .cli import _build_gate, _fail, _unreadable, app, benchmark_app, console, prepare_app
 from .config import CONFIG_DIR, GateConfig
 from .decision import tone_check
 from .gate import Gate
@@ -75,7 +75,7 @@ def benchmark_gate(
     gate = _build_gate(config, validators, models_dir)
     source = cases or Path(str(resources.files("autovalidators.inference").joinpath(BUNDLED_CASES)))
     if not source.is_file():
-        raise _fail(f"{source}: no such file")
+        raise _fail(_unreadable(source))
     records = list(read_records(source))
     unlabelled = not is_labelled(records)
     if unlabelled:
@@ -219,7 +219,7 @@ def calibrate_command(
 ) -> None:
     """Fit the gate's minimums to your labelled answers: the least friction at the allowed miss rate."""
     if not labelled.is_file():
-        raise _fail(f"{labelled}: no such file")
+        raise _fail(_unreadable(labelled))
     items, errors = read_labelled(labelled)
     for error in errors:
         console.print(f"[red]skipped[/red] {error}")

@@ -15,7 +15,7 @@ import typer
 from rich.table import Table
 
 from .case import read_cases
-from .cli import _build_gate, _fail, app, console
+from .cli import _build_gate, _fail, _unreadable, app, console
 from .config import ConfigError
 from .regression import (
     RegressionError,
@@ -49,7 +49,7 @@ def _command(verb: str, **options: object) -> str:
 def _snapshot(cases: Path, config: Optional[Path], validators: Optional[str], models_dir: Optional[Path],
               command: str) -> dict:
     if not cases.is_file():
-        raise _fail(f"{cases}: no such file")
+        raise _fail(_unreadable(cases))
     gate = _build_gate(config, validators, models_dir)
     records = list(read_cases(cases, max_text_chars=gate.config.input.max_text_chars))
     with console.status(f"running {len(records)} cases through the gate"):

@@ -17,6 +17,12 @@ def test_iter_jsonl_names_each_bad_line_and_keeps_reading(tmp_path):
     assert problems[3].startswith("malformed JSON") and "got str" in problems[4] and "invalid UTF-8" in problems[5]
 
 
+def test_iter_jsonl_skips_a_byte_order_mark_opening_the_file(tmp_path):
+    path = tmp_path / "exported.jsonl"
+    path.write_bytes(b'\xef\xbb\xbf{"a": 1}\r\n{"b": 2}\r\n')
+    assert [(n, r, problem) for n, r, problem in iter_jsonl(path)] == [(1, {"a": 1}, None), (2, {"b": 2}, None)]
+
+
 def test_read_jsonl_round_trips_and_raises_on_the_first_bad_line(tmp_path):
     path = tmp_path / "out.jsonl"
     assert write_jsonl(path, [{"id": 1, "text": "Привет"}, {"id": 2}]) == 2

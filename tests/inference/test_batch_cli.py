@@ -6,6 +6,7 @@ runtime with 2 CPUs for the module, as a user's laptop run would.
 
 from __future__ import annotations
 
+import codecs
 import json
 from importlib import resources
 from pathlib import Path
@@ -30,12 +31,13 @@ def example_cases(copies: int = 4) -> list[dict]:
 
 @pytest.fixture(scope="module")
 def log(tmp_path_factory) -> Path:
-    """48 example cases with three bad lines among them (lines 6, 20 and 51)."""
+    """48 example cases with three bad lines among them (lines 6, 20 and 51), saved as a Windows
+    export would: a byte-order mark first, which is not a bad record."""
     lines = [json.dumps(c, ensure_ascii=False).encode() for c in example_cases()]
     for position, bad in zip((5, 19, 50), BAD_LINES):
         lines.insert(position, bad)
     path = tmp_path_factory.mktemp("batch") / "log.jsonl"
-    path.write_bytes(b"\n".join(lines) + b"\n")
+    path.write_bytes(codecs.BOM_UTF8 + b"\n".join(lines) + b"\n")
     return path
 
 

@@ -77,6 +77,28 @@ def test_bad_records_get_error_lines_and_the_rest_is_processed(tmp_path):
     assert "bad records: 5" in result.output
 
 
+def test_a_byte_order_mark_opening_the_file_is_not_an_error(tmp_path):
+    # Windows editors and spreadsheet exports start UTF-8 files with one; only line 1 may carry it.
+    source = tmp_path / "cases.jsonl"
+    write_lines(source, [b"\xef\xbb\xbf" + json.dumps(dict(GOOD, id="first")).encode(),
+                         b"\xef\xbb\xbf" + json.dumps(dict(GOOD, id="second")).encode()])
+    out = tmp_path / "out.jsonl"
+    result = runner.invoke(app, ["validate", str(source), "--output", str(out)])
+    rows = read_output(out)
+    assert rows[0]["id"] == "first" and "decision" in rows[0]
+    assert rows[1]["error"]["line"] == 2 and "malformed JSON" in rows[1]["error"]["message"]
+    assert result.exit_code == 1
+
+
+def test_a_folder_or_an_empty_file_is_named_as_such(tmp_path):
+    result = runner.invoke(app, ["validate", str(tmp_path)])
+    assert result.exit_code == 2 and "a folder, not a file" in result.output
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("\n\n")
+    result = runner.invoke(app, ["validate", str(empty), "--output", str(tmp_path / "out.jsonl")])
+    assert result.exit_code == 0 and "holds no cases" in result.output
+
+
 def test_unknown_validator_is_a_usage_error(tmp_path):
     source = tmp_path / "cases.jsonl"
     write_lines(source, [json.dumps(GOOD).encode()])
