@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from .records import parse_record, record_checks
-from .text import (NEGATIONS, Sentence, Token, content_stems, is_known, plain_spelling, question_stems,
-                   question_tokens, split_sentences, stems_of, tokenize, unsupported_phrases)
+from .text import (NEGATIONS, Sentence, Token, content_stems, is_known, plain_spelling, split_sentences, stems_of,
+                   tokenize, unsupported_phrases)
 
 # Stylistic filler that is neither a claim nor a hallucination.
 NOISE_PATTERNS = [
@@ -267,7 +267,7 @@ def lexical_relevance(question: str, answer: str) -> float:
     A short answer ("Paris.") shares few words with its question yet answers it, so the score is
     the larger of the question's coverage and a length-robust cosine, floored for short answers.
     """
-    q = Counter(t.stem for t in question_tokens(question))
+    q = Counter(t.stem for t in tokenize(question) if not t.is_stopword)
     a = Counter(t.stem for t in tokenize(answer) if not t.is_stopword)
     if not q or not a:
         return 0.5 if a else 0.0
@@ -280,7 +280,7 @@ def lexical_relevance(question: str, answer: str) -> float:
 
 def context_quality(question: str, context: str) -> float:
     """Share of the question's content stems that the context contains (0 for no context)."""
-    q = question_stems(question)
+    q = content_stems(question)
     if not context.strip():
         return 0.0
     if not q:

@@ -338,27 +338,6 @@ def content_stems(text: str) -> set[str]:
     return {t.stem for t in tokenize(text) if not t.is_stopword}
 
 
-# Words that make a question ("How many…", "Сколько…", "Какое море…") and that no context or answer
-# repeats: inflections of the interrogatives the stopword lists lack. Counted as content, they cost
-# every such question a third of its coverage ("Сколько колец у Урана?": скольк, колец, ура).
-QUESTION_WORDS = frozenset(
-    """many much whose
-    сколько скольких скольким какое какие каком каких каким какую какого какому какими каков какова
-    каково каковы который которая которое которые которого которой котором которых кого кому чему
-    почему откуда""".split()
-)
-
-
-def question_tokens(question: str) -> list[Token]:
-    """The question's content tokens: no stopwords, no question words (QUESTION_WORDS)."""
-    return [t for t in tokenize(question) if not t.is_stopword and t.text not in QUESTION_WORDS]
-
-
-def question_stems(question: str) -> set[str]:
-    """Stems of what a question asks about (`question_tokens`)."""
-    return {t.stem for t in question_tokens(question)}
-
-
 @dataclass(frozen=True)
 class Sentence:
     text: str

@@ -151,20 +151,6 @@ def test_context_quality_measures_question_coverage():
     assert heuristics.context_quality("What is the refund policy?", "We moved to Berlin.") == 0.0
 
 
-@pytest.mark.parametrize("question, context", [
-    ("Сколько колец у Урана?", "По состоянию на 2008 год у Урана известно 13 колец."),
-    ("Какое море омывает Египет с востока?", "С востока Египет омывает Красное море."),
-    ("Почему Москва стала столицей?", "Москва стала столицей в 1918 году."),
-    ("How many rings does Uranus have?", "Uranus has 13 known rings."),
-])
-def test_question_words_are_not_what_a_context_must_cover(question, context):
-    # "Сколько", "Какое", "How many" make the question; no context repeats them. Counted as content
-    # they cost the question a third of its coverage and the gate stopped good Russian answers.
-    assert heuristics.context_quality(question, context) == pytest.approx(1.0)
-    assert heuristics.context_quality(question, "Погода в Берлине / The weather in Berlin.") == 0.0
-    assert heuristics.lexical_relevance(question, context) >= 0.75
-
-
 def test_sentence_offsets_point_into_the_text():
     text = "First one. Второе предложение!  Third?"
     for sentence in split_sentences(text):
