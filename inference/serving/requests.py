@@ -51,7 +51,7 @@ def decode_json(body: bytes) -> Any:
     if not body.strip():
         raise ApiError(400, "empty_body", "the request body is empty; send a case or {\"cases\": [...]}")
     try:
-        text = body.decode("utf-8")
+        text = body.decode("utf-8-sig")  # a leading byte-order mark is ignored, as RFC 8259 allows
     except UnicodeDecodeError as exc:
         raise ApiError(400, "invalid_utf8", f"the body is not UTF-8 (byte {exc.start})") from None
     try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import codecs
 import http.client
 import json
 import time
@@ -113,6 +114,12 @@ def test_batch_keeps_order_and_reports_bad_records(server) -> None:
     assert results[1] == {"id": "no-question", "error": {"line": 2, "field": "question", "message": "is required",
                                                           "source": "cases[1]"}}
     assert results[3]["error"]["source"] == "cases[3]" and "decision" not in results[3]
+
+
+def test_a_leading_byte_order_mark_is_ignored(server) -> None:
+    # RFC 8259 lets a parser ignore one; a client that writes files with it sends it too.
+    status, body, _ = _post(server[0], codecs.BOM_UTF8 + json.dumps(GROUNDED).encode("utf-8"))
+    assert status == 200 and body["id"] == "g1" and "decision" in body
 
 
 def test_empty_batch_is_an_empty_answer(server) -> None:
