@@ -17,6 +17,10 @@ Answers, and where their labels come from:
 - WikiQA: good = a sentence people judged to answer the question; bad = one from the same article
   that does not (grounded but off the question). Context = the article's sentences.
 
+Tone texts: neutral sentences of XQuAD, SQuAD2 and TyDi-ru contexts and RAGTruth answers, abusive
+OLID, Davidson and Russian toxic comments (`tone_texts`), and 50 ordinary assistant answers a
+language on sensitive subjects, written for this project (`samples/tone/ordinary_answers.jsonl`).
+
 Splits are by group (source document / question), half and half by a stable hash, so no source is
 in both: `calibrate` fits on dev (the shipped config on `dev_real.jsonl`), `benchmark gate` reports test.
 """
@@ -43,6 +47,7 @@ DATASETS = Path("../shared/datasets")
 # Answers written by LLMs or people and judged by people: what the shipped gate config is fitted on
 # (`dev_real.jsonl`). The constructed XQuAD/TyDi answers only measure.
 REAL_ANSWERS = ("ragtruth", "faithbench", "wikiqa")
+ORDINARY_ANSWERS = Path(__file__).parent / "samples" / "tone" / "ordinary_answers.jsonl"
 TYDIQA_RU = Path("tydiqa_goldp") / "language_data" / "russian" / "russian_tydiqa_dev.json"
 _NUMBER = re.compile(r"\d")
 # Lengths (characters) of a text the tone check is measured on, or trained on from these sources.
@@ -246,6 +251,10 @@ def tone_texts(root: Path, neutral_per_set: int, abusive_per_set: int) -> Iterab
     # in configs/tone.yaml). Sampled last: a change to this side moves no other set's sample.
     tydiqa = squad_paragraphs_by_split(root / TYDIQA_RU, "tydiqa", "ru")["test"]
     yield from sample(side_sentences(tydiqa), "neutral", "tydiqa_ru", "ru")
+    # Answers an assistant gives every day on subjects a topic filter would stop (first aid, crime
+    # news, sex education, drugs, religion, war history, peoples, butchery, `kill -9`), 50 a language,
+    # written for this project and in no training file: the genre the encyclopaedic sets above lack.
+    yield from read_jsonl(ORDINARY_ANSWERS)
 
 
 def build_gate_sets(out: Path, root: Path = DATASETS, *, per_reading_set: int = 150, faithbench: int = 300,

@@ -112,3 +112,17 @@ def test_the_tone_check_samples_only_texts_the_tone_data_prep_holds_out():
     holdout = grouped_split([text_group(t) for t in texts], str, {"keep": 0.8, "holdout": 0.2}, seed=config.splits.seed)
     assert config.sources["olid"].holdout_fraction == 0.2
     assert {text_group(t) for t in olid} == set(holdout["holdout"]) and 0.16 < len(olid) / len(texts) < 0.24
+
+
+def test_the_ordinary_answers_are_neutral_texts_of_both_languages_the_tone_check_can_read():
+    from autovalidators.data_prep.gate_sets import ORDINARY_ANSWERS, TONE_TEXT_LENGTH
+    from autovalidators.data_prep.io import read_jsonl
+    from autovalidators.inference.text import language_of
+
+    rows = list(read_jsonl(ORDINARY_ANSWERS))
+    assert len({r["id"] for r in rows}) == len(rows) == 100
+    for row in rows:
+        assert row["label"] == "neutral" and row["dataset"] == f"ordinary_answers_{row['language']}"
+        assert language_of(row["text"]) == row["language"], row["text"]
+        assert len(row["text"]) in TONE_TEXT_LENGTH
+    assert sum(r["language"] == "ru" for r in rows) == 50
