@@ -279,7 +279,7 @@ def test_the_tone_lexicon_reads_a_stressed_word_as_its_plain_spelling():
 
 
 # Words that share a stem with abuse but name a liquid, a country, a dish, a composer, a folk art, a
-# novel, a band, a fire-safety material, a blunt angle. The heuristic tone validator (the fallback, and
+# novel, a band, a fire-safety material, a blunt angle; adjectives said of things, not people. The heuristic tone validator (the fallback, and
 # the lexicon the tone data prep labels with) flagged each of these before.
 _NEUTRAL_HOMOGRAPHS = [
     "Ртуть — единственный металл, который при комнатной температуре остаётся жидкостью.",
@@ -297,10 +297,14 @@ _NEUTRAL_HOMOGRAPHS = [
     "A knee-jerk reaction; beef jerky; Coyote Ugly and Ugly Betty; a chink in the armour.",
     "Prick your finger with a sterile lancet to prepare the blood slide.",
     "Pussy Riot were sentenced in 2012; the Hui people live in Ningxia.",
+    "The shares became worthless after the bankruptcy; it would be foolish to ignore the flood risk.",
+    "The ugly truth about the deal; a disgusting smell from the drain; the pathetic fallacy in poetry.",
+    "A dumb-bell press works the chest; the idiot box was invented in 1927.",
 ]
 _ABUSE = [
     "Ты тупой урод и лох.", "Да ты чмо, жиды и хачи виноваты.", "Сука, съебал отсюда!",
     "You are a jerk and a moron.", "You're trash, you prick.", "What a dick.", "Shut up, retard.",
+    "u r pathetic", "What a worthless piece of garbage you are.", "She's so ugly.", "Stupid people everywhere.",
 ]
 
 
