@@ -300,6 +300,7 @@ _NEUTRAL_HOMOGRAPHS = [
     "The shares became worthless after the bankruptcy; it would be foolish to ignore the flood risk.",
     "The ugly truth about the deal; a disgusting smell from the drain; the pathetic fallacy in poetry.",
     "A dumb-bell press works the chest; the idiot box was invented in 1927.",
+    "A pathetic assessment of the budget; the ugly Dickensian slums of London.",
 ]
 _ABUSE = [
     "Ты тупой урод и лох.", "Да ты чмо, жиды и хачи виноваты.", "Сука, съебал отсюда!",
