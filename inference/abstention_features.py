@@ -12,9 +12,9 @@ Pure Python + numpy (no scikit-learn at inference). A text becomes a bag of feat
 
 Normalisation makes odd input harmless and common tricks visible: NFKC, lower case, zero-width and
 control characters and stress marks dropped, digits folded to `0`, and look-alike letters in a word
-that mixes scripts read in its majority script ("нет дaнных" with a Latin `a`, "dоn't" with a Cyrillic `о`). Texts longer than `max_chars` are read as
-their head and tail (`max_chars / 2` each) plus a `long` marker: a 5 MB answer costs what a 4 kB
-one does, and it is not a refusal anyway.
+that mixes scripts read in its majority script ("нет дaнных" with a Latin `a`, "dоn't" with a
+Cyrillic `о`). Texts longer than `max_chars` are read as their head and tail (`max_chars / 2` each)
+plus a `long` marker: a 5 MB answer costs what a 4 kB one does, and it is not a refusal anyway.
 
 Values are log(1 + count), L2-normalised per text; the model multiplies them with one weight row
 per bucket (an ONNX Gather + ReduceSum), so the batch is fed as padded (indices, values) pairs.

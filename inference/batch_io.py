@@ -132,11 +132,9 @@ def read_shard(shard: Shard, max_text_chars: int = DEFAULT_MAX_TEXT_CHARS) -> It
     for line_number, raw in enumerate(data.splitlines(), start=shard.first_line):
         if not raw.strip():
             continue
-        decoded = decode_line(raw, line_number, shard.path)
-        if isinstance(decoded, CaseError):
-            yield decoded
-            continue
-        yield parse_case(decoded[1], line=line_number, source=shard.path, max_text_chars=max_text_chars)
+        record = decode_line(raw, line_number, shard.path)
+        yield record if isinstance(record, CaseError) else parse_case(
+            record, line=line_number, source=shard.path, max_text_chars=max_text_chars)
 
 
 def _read_parquet_group(shard: Shard, max_text_chars: int) -> Iterator[Case | CaseError]:

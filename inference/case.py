@@ -127,9 +127,9 @@ def parse_case(
         return CaseError(line, field, message, id=case_id, source=source)
 
 
-def decode_line(raw: bytes, line_number: int, source: str) -> tuple[int, Any] | CaseError:
-    """One JSONL line (`raw`, its bytes) as `(line number, decoded JSON value)`, or a `CaseError`
-    when it is not UTF-8 or not JSON. A byte-order mark opening the file (line 1) is skipped."""
+def decode_line(raw: bytes, line_number: int, source: str) -> Any:
+    """One JSONL line (`raw`, its bytes) as its decoded JSON value, or a `CaseError` when it is not
+    UTF-8 or not JSON. A byte-order mark opening the file (line 1) is skipped."""
     if line_number == 1 and raw.startswith(codecs.BOM_UTF8):  # Windows editors and exports write one
         raw = raw[len(codecs.BOM_UTF8):]
     try:
@@ -138,7 +138,7 @@ def decode_line(raw: bytes, line_number: int, source: str) -> tuple[int, Any] | 
         return CaseError(line_number, None, f"invalid UTF-8 at byte {exc.start} of the line (save the file as UTF-8)",
                          source=source)
     try:
-        return line_number, json.loads(text)
+        return json.loads(text)
     except json.JSONDecodeError as exc:
         return CaseError(line_number, None, f"malformed JSON: {exc.msg} at column {exc.colno}", source=source)
 
@@ -150,7 +150,8 @@ def read_records(path: str | Path) -> Iterator[tuple[int, Any] | CaseError]:
     with open(path, "rb") as handle:
         for line_number, raw in enumerate(handle, start=1):
             if raw.strip():
-                yield decode_line(raw, line_number, str(path))
+                value = decode_line(raw, line_number, str(path))
+                yield value if isinstance(value, CaseError) else (line_number, value)
 
 
 def read_cases(
