@@ -47,6 +47,7 @@ DATASETS = Path("../shared/datasets")
 # Answers written by LLMs or people and judged by people: what the shipped gate config is fitted on
 # (`dev_real.jsonl`). The constructed XQuAD/TyDi answers only measure.
 REAL_ANSWERS = ("ragtruth", "faithbench", "wikiqa")
+APPROPRIATENESS = Path("ru_sensitive_topics") / "Version1" / "appropriateness"
 ORDINARY_ANSWERS = Path(__file__).parent / "samples" / "tone" / "ordinary_answers.jsonl"
 TYDIQA_RU = Path("tydiqa_goldp") / "language_data" / "russian" / "russian_tydiqa_dev.json"
 _NUMBER = re.compile(r"\d")
@@ -255,6 +256,22 @@ def tone_texts(root: Path, neutral_per_set: int, abusive_per_set: int) -> Iterab
     # news, sex education, drugs, religion, war history, peoples, butchery, `kill -9`), 50 a language,
     # written for this project and in no training file: the genre the encyclopaedic sets above lack.
     yield from read_jsonl(ORDINARY_ANSWERS)
+    # Russian forum and Q&A messages judged appropriate (medical questions, advice, crime talk), the
+    # rows `ru_appropriate` in configs/tone.yaml trains on, from both files of the set and only the
+    # text groups the tone prep puts in its test split: the register of the toxic comments, none abusive.
+    yield from sample(appropriate_unseen(root, tone_config), "neutral", "appropriate_forum_ru", "ru")
+
+
+def appropriate_unseen(root: Path, tone_config: Any) -> list[str]:
+    """The appropriateness set's rows that `ru_appropriate` (configs/tone.yaml) keeps, from both of its
+    files, in the text groups the tone prep never trains or tunes on. A row without a score is not kept."""
+    bounds = tone_config.sources["ru_appropriate"].keep_rows_at_most
+    texts = []
+    for name in ("val.csv", "test.csv"):
+        with open(root / APPROPRIATENESS / name, encoding="utf-8", newline="") as handle:
+            texts += [r["text"] for r in csv.DictReader(handle)
+                      if all(float(r[column] or "inf") <= bound for column, bound in bounds.items())]
+    return tone_unseen(texts, "ru_appropriate", tone_config)
 
 
 def build_gate_sets(out: Path, root: Path = DATASETS, *, per_reading_set: int = 150, faithbench: int = 300,

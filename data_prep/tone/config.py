@@ -68,6 +68,9 @@ class SourceSpec(StrictModel):
     role: Literal["train", "benchmark"] = "train"
     holdout_fraction: float = Field(0.0, ge=0.0, lt=1.0, description="share kept aside as a benchmark set")
     max_rows: int | None = Field(None, gt=0, description="keep a deterministic sample of this many rows")
+    # Keep only rows whose named numeric columns are each at most the given value (the appropriate
+    # rows of a set scored for appropriateness); applied before max_rows samples.
+    keep_rows_at_most: dict[str, float] = {}
     # label -> rules; a label with no rule is missing (None) for every row: the source says nothing.
     labels: dict[str, list[Rule]] = {}
     # Gold every row's text gets whatever its columns say: a source whose rows are all of one kind

@@ -47,6 +47,19 @@ def apply_rules(rules: list[Rule], row: dict[str, str], where: str) -> tuple[int
     return positive[0] if positive else verdicts[0]
 
 
+def _within_bounds(row: dict[str, str], spec: SourceSpec, where: str) -> bool:
+    """True when each column of spec.keep_rows_at_most holds a number at most its bound."""
+    for column, bound in spec.keep_rows_at_most.items():
+        value = (row.get(column) or "").strip()
+        try:
+            number = float(value)
+        except ValueError:
+            raise DataError(f"{where}: column {column!r} = {value!r} is not a number") from None
+        if number > bound:
+            return False
+    return True
+
+
 def _keep(row_key: str, spec: SourceSpec, total: int) -> bool:
     """Deterministic ~max_rows sample, independent of file order."""
     if spec.max_rows is None or total <= spec.max_rows:
@@ -56,7 +69,7 @@ def _keep(row_key: str, spec: SourceSpec, total: int) -> bool:
 
 
 def _check_columns(path: Path, spec: SourceSpec, present: Iterable[str]) -> None:
-    wanted = ([spec.text_column, spec.id_column, *spec.paired_columns]
+    wanted = ([spec.text_column, spec.id_column, *spec.paired_columns, *spec.keep_rows_at_most]
               + [r.column for rules in spec.labels.values() for r in rules])
     present = list(present)
     missing = sorted({c for c in wanted if c and c not in present})
@@ -137,7 +150,13 @@ def read_source(name: str, config: ToneConfig,
     records: list[ToneRecord] = []
     errors: list[str] = []
     for path in config.source_paths(name, data_root):
-        rows = list(_rows(path, spec))
+        rows = []
+        for line, row in _rows(path, spec):
+            try:
+                if _within_bounds(row, spec, f"{path}:{line}"):
+                    rows.append((line, row))
+            except DataError as exc:
+                errors.append(f"{exc}; row skipped")
         for line, row in rows:
             where = f"{path}:{line}"
             text = (row.get(spec.text_column) or "").strip()

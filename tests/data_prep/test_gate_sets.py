@@ -126,3 +126,23 @@ def test_the_ordinary_answers_are_neutral_texts_of_both_languages_the_tone_check
         assert language_of(row["text"]) == row["language"], row["text"]
         assert len(row["text"]) in TONE_TEXT_LENGTH
     assert sum(r["language"] == "ru" for r in rows) == 50
+
+
+def test_the_appropriate_forum_texts_are_the_rows_the_tone_source_keeps_and_never_trains_on(tmp_path):
+    from autovalidators.data_prep.gate_sets import APPROPRIATENESS, appropriate_unseen
+    from autovalidators.data_prep.splits import grouped_split
+    from autovalidators.data_prep.tone.config import load_tone_config
+    from autovalidators.data_prep.tone.records import text_group
+
+    config = load_tone_config()
+    folder = tmp_path / APPROPRIATENESS
+    folder.mkdir(parents=True)
+    kept = [f"Сообщение номер {i}: к какому врачу идти?" for i in range(200)]
+    for name, rows in (("val.csv", kept[:100]), ("test.csv", kept[100:])):
+        lines = [f"{text},0.0,0.1" for text in rows] + ["Неуместное,0.9,0.1", "Грубое,0.0,0.9", "Без оценки,,0.1"]
+        (folder / name).write_text("text,inappropriate,toxic_new\n" + "\n".join(lines) + "\n", encoding="utf-8")
+    texts = appropriate_unseen(tmp_path, config)
+    # Only kept rows (appropriate, not scored toxic), and of them exactly the tone prep's test groups.
+    test_groups = set(grouped_split([text_group(t) for t in kept], str, config.splits.fractions,
+                                    seed=config.splits.seed, allow_empty=True)["test"])
+    assert {text_group(t) for t in texts} == test_groups and 0 < len(texts) < 60

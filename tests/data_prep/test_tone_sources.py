@@ -192,3 +192,20 @@ def test_a_jsonl_source_without_the_text_field_names_file_and_field(tmp_path):
     (folder / "train.jsonl").write_text('{"idx": 0, "hypothesis": "x"}\n', encoding="utf-8")
     with pytest.raises(DataError, match=r"train.jsonl: no column\(s\) \['premise'\]"):
         read_source("terra_premises", load_tone_config(), data_root=tmp_path)
+
+
+def test_shipped_appropriate_source_keeps_only_rows_every_annotator_and_the_toxicity_score_pass(tmp_path):
+    # The shape of the s-nlp appropriateness file: an inappropriateness share and an automatic toxicity score.
+    folder = tmp_path / "ru_sensitive_topics" / "Version1" / "appropriateness"
+    folder.mkdir(parents=True)
+    (folder / "val.csv").write_text(
+        "text,inappropriate,drugs,none,toxic_new\n"
+        "К какому врачу идти с болью в локте?,0.0,0,1,0.02\n"          # kept
+        "Где купить травку?,1.0,1,0,0.10\n"                              # inappropriate: left out
+        "Кто-то счёл это неуместным,0.3,0,1,0.01\n"                      # one annotator in three: left out
+        "Ну ты и тормоз,0.0,0,1,0.81\n"                                  # appropriate, not polite: left out
+        "Строка с дырой,,0,1,0.01\n", encoding="utf-8")                  # no score: named, not lost
+    records, errors = read_source("ru_appropriate", load_tone_config(), data_root=tmp_path)
+    negative = {label: 0 for label in ("toxicity", "obscenity", "insult", "threat", "identity_hate")}
+    assert _by_text(records) == {"К какому врачу идти с болью в локте?": negative}
+    assert len(errors) == 1 and errors[0].endswith("val.csv:6: column 'inappropriate' = '' is not a number; row skipped")
