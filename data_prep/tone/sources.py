@@ -47,8 +47,9 @@ def apply_rules(rules: list[Rule], row: dict[str, str], where: str) -> tuple[int
     return positive[0] if positive else verdicts[0]
 
 
-def _within_bounds(row: dict[str, str], spec: SourceSpec, where: str) -> bool:
-    """True when each column of spec.keep_rows_at_most holds a number at most its bound."""
+def within_bounds(row: dict[str, str], spec: SourceSpec, where: str) -> bool:
+    """True when each column of spec.keep_rows_at_most holds a number at most its bound; a cell that
+    is no number is a DataError naming `where` (file:line) and the column."""
     for column, bound in spec.keep_rows_at_most.items():
         value = (row.get(column) or "").strip()
         try:
@@ -153,7 +154,7 @@ def read_source(name: str, config: ToneConfig,
         rows = []
         for line, row in _rows(path, spec):
             try:
-                if _within_bounds(row, spec, f"{path}:{line}"):
+                if within_bounds(row, spec, f"{path}:{line}"):
                     rows.append((line, row))
             except DataError as exc:
                 errors.append(f"{exc}; row skipped")

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from autovalidators.data_prep.gate_sets import _sentence_with, reading_cases, split_of, stable_sample
 
 ARTICLES = [
@@ -139,10 +141,24 @@ def test_the_appropriate_forum_texts_are_the_rows_the_tone_source_keeps_and_neve
     folder.mkdir(parents=True)
     kept = [f"Сообщение номер {i}: к какому врачу идти?" for i in range(200)]
     for name, rows in (("val.csv", kept[:100]), ("test.csv", kept[100:])):
-        lines = [f"{text},0.0,0.1" for text in rows] + ["Неуместное,0.9,0.1", "Грубое,0.0,0.9", "Без оценки,,0.1"]
+        lines = [f"{text},0.0,0.1" for text in rows] + ["Неуместное,0.9,0.1", "Грубое,0.0,0.9"]
         (folder / name).write_text("text,inappropriate,toxic_new\n" + "\n".join(lines) + "\n", encoding="utf-8")
     texts = appropriate_unseen(tmp_path, config)
     # Only kept rows (appropriate, not scored toxic), and of them exactly the tone prep's test groups.
     test_groups = set(grouped_split([text_group(t) for t in kept], str, config.splits.fractions,
                                     seed=config.splits.seed, allow_empty=True)["test"])
     assert {text_group(t) for t in texts} == test_groups and 0 < len(texts) < 60
+
+
+def test_an_appropriateness_row_without_a_score_stops_the_held_out_set_with_its_file_line_and_column(tmp_path):
+    from autovalidators.data_prep.gate_sets import APPROPRIATENESS, appropriate_unseen
+    from autovalidators.data_prep.io import DataError
+    from autovalidators.data_prep.tone.config import load_tone_config
+
+    folder = tmp_path / APPROPRIATENESS
+    folder.mkdir(parents=True)
+    (folder / "val.csv").write_text("text,inappropriate,toxic_new\nК какому врачу идти?,0.0,0.1\n", encoding="utf-8")
+    (folder / "test.csv").write_text("text,inappropriate,toxic_new\nОбычное,0.0,0.1\nБез оценки,,0.1\n",
+                                     encoding="utf-8")
+    with pytest.raises(DataError, match=r"test\.csv:3: column 'inappropriate' = '' is not a number"):
+        appropriate_unseen(tmp_path, load_tone_config())
