@@ -23,6 +23,7 @@ SCHEMAS = {
     "tone_variants/tone_head_wiki2_encoder.yaml": "autovalidators.training.tone_head:ToneHeadConfig",
     "tone_variants/tone_head_appropriate.yaml": "autovalidators.training.tone_head:ToneHeadConfig",
     "tone_variants/tone_head_appropriate_encoder.yaml": "autovalidators.training.tone_head:ToneHeadConfig",
+    "tone_variants/tone_head_instructions.yaml": "autovalidators.training.tone_head:ToneHeadConfig",
     "tone_variants/tone_model_e5_12l_neutral.yaml": "autovalidators.training.tasks.tone:ToneModelConfig",
     "tone_model_e5_12l_wiki.yaml": "autovalidators.training.tasks.tone:ToneModelConfig",
     "fact_spans_model_stage2.yaml": "autovalidators.training.tasks.fact_spans:FactSpansModelConfig",

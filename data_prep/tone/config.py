@@ -15,6 +15,9 @@ from pydantic import Field, model_validator
 
 from autovalidators.inference.config import CONFIG_DIR, StrictModel, load_config
 
+# Where a `bundled` source's paths resolve: data_prep/, whose samples/ ship with the package.
+BUNDLED_ROOT = Path(__file__).resolve().parents[1]
+
 Labeller = Literal["gold", "llm", "lexicon"]
 
 
@@ -51,7 +54,10 @@ class Rule(StrictModel):
 class SourceSpec(StrictModel):
     """A gold-labelled source file (or several files with the same columns)."""
 
-    paths: list[str] = Field(min_length=1, description="relative to data_root unless absolute")
+    paths: list[str] = Field(min_length=1, description="relative to data_root unless absolute or bundled")
+    # The files ship with the package (data_prep/samples/...): paths are relative to data_prep/, so a
+    # source written for this project resolves the same in any clone, whatever data_root is.
+    bundled: bool = False
     # squad_sentences: the sentences (20-600 characters) of a SQuAD-format file's paragraphs on the dev
     # side of the gate sets' split (`gate_sets.squad_paragraphs_by_split`); text_column "text".
     format: Literal["csv", "tsv", "jsonl", "squad_sentences"] = "csv"
@@ -182,8 +188,9 @@ class ToneConfig(StrictModel):
         return self
 
     def source_paths(self, name: str, data_root: str | Path | None = None) -> list[Path]:
-        root = Path(data_root if data_root is not None else self.data_root)
-        return [p if p.is_absolute() else root / p for p in map(Path, self.sources[name].paths)]
+        spec = self.sources[name]
+        root = BUNDLED_ROOT if spec.bundled else Path(data_root if data_root is not None else self.data_root)
+        return [p if p.is_absolute() else root / p for p in map(Path, spec.paths)]
 
 
 class TonePrompt(StrictModel):

@@ -209,3 +209,27 @@ def test_shipped_appropriate_source_keeps_only_rows_every_annotator_and_the_toxi
     negative = {label: 0 for label in ("toxicity", "obscenity", "insult", "threat", "identity_hate")}
     assert _by_text(records) == {"К какому врачу идти с болью в локте?": negative}
     assert len(errors) == 1 and errors[0].endswith("val.csv:6: column 'inappropriate' = '' is not a number; row skipped")
+
+
+def test_bundled_instruction_sources_read_from_the_package_whatever_the_data_root(tmp_path):
+    # Written for this project and shipped in data_prep/samples: a data_root without them (tmp_path) changes nothing.
+    config = load_tone_config()
+    negative = {label: 0 for label in ("toxicity", "obscenity", "insult", "threat", "identity_hate")}
+    for name, language, cyrillic in (("instructions_en", "en", False), ("instructions_ru", "ru", True)):
+        records, errors = read_source(name, config, data_root=tmp_path)
+        assert errors == [] and len(records) >= 90
+        assert all(r.language == language and r.votes["gold"] == negative for r in records)
+        assert all(any("а" <= ch <= "я" for ch in r.text.lower()) == cyrillic for r in records)
+        [path] = config.source_paths(name, data_root=tmp_path)
+        assert path.is_file() and tmp_path not in path.parents
+
+
+def test_the_instructions_share_no_text_with_the_ordinary_answers_the_tone_check_measures():
+    from autovalidators.data_prep.io import read_jsonl
+    from autovalidators.data_prep.tone.config import BUNDLED_ROOT
+
+    measured = {row["text"].strip() for row in read_jsonl(BUNDLED_ROOT / "samples" / "tone" / "ordinary_answers.jsonl")}
+    config = load_tone_config()
+    trained = {r.text for name in ("instructions_en", "instructions_ru") for r in read_source(name, config)[0]}
+    measured_sentences = {s.strip() for text in measured for s in text.split(". ")}
+    assert not trained & measured and not {t.rstrip(".") for t in trained} & {s.rstrip(".") for s in measured_sentences}
