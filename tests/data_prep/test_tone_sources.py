@@ -233,3 +233,8 @@ def test_the_instructions_share_no_text_with_the_ordinary_answers_the_tone_check
     trained = {r.text for name in ("instructions_en", "instructions_ru") for r in read_source(name, config)[0]}
     measured_sentences = {s.strip() for text in measured for s in text.split(". ")}
     assert not trained & measured and not {t.rstrip(".") for t in trained} & {s.rstrip(".") for s in measured_sentences}
+    # The dev-only genre set (what a candidate trained on the instructions is selected on) is neither.
+    dev = {row["text"] for row in read_jsonl(BUNDLED_ROOT / "samples" / "tone" / "assistant_instructions_dev_ru.jsonl")}
+    assert len(dev) >= 150 and not dev & trained and not dev & measured
+    assert not any(str(path).endswith("assistant_instructions_dev_ru.jsonl")
+                   for name in config.sources for path in config.source_paths(name))
