@@ -267,16 +267,14 @@ def tone_texts(root: Path, neutral_per_set: int, abusive_per_set: int) -> Iterab
 def appropriate_unseen(root: Path, tone_config: Any) -> list[str]:
     """The appropriateness set's rows that `ru_appropriate` (configs/tone.yaml) keeps, from both of its
     files, in the text groups the tone prep never trains or tunes on. The same bounds as the tone prep
-    (`within_bounds`): a cell that is no number stops the build with its file, line and column."""
-    from .tone.sources import within_bounds
-
+    (`SourceSpec.keeps_row`): a cell that is no number stops the build with its file, line and column."""
     spec = tone_config.sources["ru_appropriate"]
     texts = []
     for name in ("val.csv", "test.csv"):
         path = root / APPROPRIATENESS / name
         with open(path, encoding="utf-8", newline="") as handle:
             reader = csv.DictReader(handle)
-            texts += [row["text"] for row in reader if within_bounds(row, spec, f"{path}:{reader.line_num}")]
+            texts += [row["text"] for row in reader if spec.keeps_row(row, f"{path}:{reader.line_num}")]
     return tone_unseen(texts, "ru_appropriate", tone_config)
 
 

@@ -15,6 +15,8 @@ from pydantic import Field, model_validator
 
 from autovalidators.inference.config import CONFIG_DIR, StrictModel, load_config
 
+from ..io import DataError
+
 # Where a `bundled` source's paths resolve: data_prep/, whose samples/ ship with the package.
 BUNDLED_ROOT = Path(__file__).resolve().parents[1]
 
@@ -93,6 +95,19 @@ class SourceSpec(StrictModel):
         if bool(self.paired_columns) != bool(self.paired_labels):
             raise ValueError("paired_columns and paired_labels go together: rewrites need labels, labels need rewrites")
         return self
+
+    def keeps_row(self, row: dict[str, str], where: str) -> bool:
+        """True when each column of keep_rows_at_most holds a number at most its bound; a cell that is
+        no number is a DataError naming `where` (file:line) and the column."""
+        for column, bound in self.keep_rows_at_most.items():
+            value = (row.get(column) or "").strip()
+            try:
+                number = float(value)
+            except ValueError:
+                raise DataError(f"{where}: column {column!r} = {value!r} is not a number") from None
+            if number > bound:
+                return False
+        return True
 
 
 class LexiconSettings(StrictModel):

@@ -47,20 +47,6 @@ def apply_rules(rules: list[Rule], row: dict[str, str], where: str) -> tuple[int
     return positive[0] if positive else verdicts[0]
 
 
-def within_bounds(row: dict[str, str], spec: SourceSpec, where: str) -> bool:
-    """True when each column of spec.keep_rows_at_most holds a number at most its bound; a cell that
-    is no number is a DataError naming `where` (file:line) and the column."""
-    for column, bound in spec.keep_rows_at_most.items():
-        value = (row.get(column) or "").strip()
-        try:
-            number = float(value)
-        except ValueError:
-            raise DataError(f"{where}: column {column!r} = {value!r} is not a number") from None
-        if number > bound:
-            return False
-    return True
-
-
 def _keep(row_key: str, spec: SourceSpec, total: int) -> bool:
     """Deterministic ~max_rows sample, independent of file order."""
     if spec.max_rows is None or total <= spec.max_rows:
@@ -154,7 +140,7 @@ def read_source(name: str, config: ToneConfig,
         rows = []
         for line, row in _rows(path, spec):
             try:
-                if within_bounds(row, spec, f"{path}:{line}"):
+                if spec.keeps_row(row, f"{path}:{line}"):
                     rows.append((line, row))
             except DataError as exc:
                 errors.append(f"{exc}; row skipped")
