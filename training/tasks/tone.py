@@ -76,6 +76,12 @@ class TonePrepareConfig(StrictModel):
     # Per-source caps on `dev_file_sampled` rows (seeded sample): thresholds are chosen on dev, so
     # a large, easy source (ParaDetox's contrast pairs) must not outvote the comments the model meets.
     max_dev_per_source: dict[str, int] = {}
+    # Identity statements (data_prep/tone/identity_statements.yaml) whose train split joins
+    # `train_file_sampled` (repeat them with `repeat_train_per_source: {identity_statements: N}`): the
+    # gold comments hold hate mostly as slurs, so an encoder pass over other texts forgets the politely
+    # worded claims. Their dev and test splits (held-out groups and wordings) stay out, as measures of
+    # the head refit and `benchmark tone`. None = not used.
+    statements: str | None = None
     # Languages the model is trained and tuned on (None = all). Rows in other languages are left out
     # of the sampled train and dev files: at run time they go to the heuristic
     # (`export.fallback_languages`), so they should neither take training steps nor move thresholds.
@@ -97,7 +103,7 @@ def prepare(config: TonePrepareConfig) -> dict[str, Any]:
     report = build(label_config, config.output_dir, data_root=config.data_root, sources=config.sources,
                    use_llm=config.llm)
     if (config.max_train_per_source or config.dev_from_train or config.max_dev_per_source
-            or config.repeat_train_per_source or config.model_languages is not None):
+            or config.repeat_train_per_source or config.model_languages is not None or config.statements):
         report["splits"].update(sample_train(config))
     notes = [f"{len(report['bad_rows'])} bad source rows skipped (see labelling_report.json)"]
     if report.get("disagreements"):
@@ -109,7 +115,7 @@ def prepare(config: TonePrepareConfig) -> dict[str, Any]:
 def sample_train(config: TonePrepareConfig) -> dict[str, int]:
     """Writes `<output_dir>/<train_file_sampled>`: train.jsonl minus the `dev_from_train` groups,
     with `max_train_per_source` applied (a seeded sample per capped source, file order kept), then
-    `repeat_train_per_source`; and, when `dev_from_train` or `model_languages` is set,
+    the train split of `statements`, then `repeat_train_per_source`; and, when `dev_from_train` or `model_languages` is set,
     `<dev_file_sampled>` = dev.jsonl plus the moved groups. Both keep only `model_languages` rows
     when that is set. Returns rows written per file stem."""
     from autovalidators.data_prep.io import read_jsonl, write_jsonl
@@ -137,6 +143,10 @@ def sample_train(config: TonePrepareConfig) -> dict[str, int]:
             moved += parts["dev"]
         staying.update(indices)
     capped = cap_per_source([records[i] for i in sorted(staying)], config.max_train_per_source, str(config.seed))
+    if config.statements:
+        from autovalidators.data_prep.tone.statements import statement_records
+
+        capped += [r for r in statement_records(config.statements, TONE_LABELS) if r["split"] == "train" and modelled(r)]
     sampled = [r for r in capped for _ in range(config.repeat_train_per_source.get(r["source"], 1))]
     written = {Path(config.train_file_sampled).stem: write_jsonl(out / config.train_file_sampled, sampled)}
     if config.dev_from_train or config.max_dev_per_source or languages is not None:

@@ -184,6 +184,29 @@ def test_repeat_train_per_source_repeats_a_source_after_its_cap(tmp_path):
         TonePrepareConfig(repeat_train_per_source={"olid": 0})
 
 
+def test_statements_join_the_sampled_train_file_with_their_train_split_only(tmp_path):
+    statements = tmp_path / "statements.yaml"
+    statements.write_text(
+        "version: t\n"
+        "groups: {en: {train: [Elves], dev: [Dwarves], test: [Orcs]}}\n"
+        "hateful: {en: {train: ['{group} are vermin.'], test: ['{group} must be expelled.']}}\n"
+        "neutral: {en: {train: ['{group} live in the hills.']}}\n"
+        "sentences: {hateful: {en: {dev: ['Goblins should vanish.']}}, neutral: {en: {train: ['Trolls are tall.']}}}\n",
+        "utf-8")
+    write_jsonl(tmp_path / "train.jsonl", [{**record("t"), "source": "other"}])
+    config = TonePrepareConfig(output_dir=str(tmp_path), statements=str(statements),
+                               repeat_train_per_source={"identity_statements": 2})
+    sample_train(config)
+    rows = list(read_jsonl(tmp_path / "train_sampled.jsonl"))
+    texts = [r["text"] for r in rows if r["source"] == "identity_statements"]
+    # Only Elves with train templates are train; Dwarves (dev) and Orcs or the test template never are.
+    assert sorted(set(texts)) == ["Elves are vermin.", "Elves live in the hills.", "Trolls are tall."]
+    assert all(texts.count(t) == 2 for t in set(texts))
+    hateful = next(r for r in rows if r["text"] == "Elves are vermin.")
+    assert hateful["labels"]["identity_hate"] == 1 and hateful["labels"]["insult"] is None
+    assert next(r for r in rows if r["text"] == "Elves live in the hills.")["labels"]["identity_hate"] == 0
+
+
 def test_max_dev_per_source_caps_one_source_in_the_dev_file_and_keeps_the_rest(tmp_path):
     write_jsonl(tmp_path / "train.jsonl", [{**record("t"), "source": "other"}])
     dev = [{**record(f"d{i}"), "source": "pairs" if i % 2 else "other"} for i in range(40)]
