@@ -25,6 +25,7 @@ SCHEMAS = {
     "tone_variants/tone_head_appropriate_encoder.yaml": "autovalidators.training.tone_head:ToneHeadConfig",
     "tone_variants/tone_head_instructions.yaml": "autovalidators.training.tone_head:ToneHeadConfig",
     "tone_variants/tone_head_instructions_encoder.yaml": "autovalidators.training.tone_head:ToneHeadConfig",
+    "tone_variants/tone_head_instructions_encoder_c01.yaml": "autovalidators.training.tone_head:ToneHeadConfig",
     "tone_variants/tone_head_instructions_statements.yaml": "autovalidators.training.tone_head:ToneHeadConfig",
     "tone_variants/tone_model_e5_12l_neutral.yaml": "autovalidators.training.tasks.tone:ToneModelConfig",
     "tone_model_e5_12l_wiki.yaml": "autovalidators.training.tasks.tone:ToneModelConfig",
