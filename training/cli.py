@@ -303,3 +303,39 @@ def unsigned_int8_command(
     write_manifest(model, manifest.model_dump(exclude={"format_version", "files"}))
     console.print(f"{model}: " + ", ".join(f"{name} {count} tensors" for name, count in changed.items() if count)
                   + "; manifest re-hashed. Its benchmark.json names the old sha256: rerun `autovalidators benchmark`")
+
+
+@benchmark_app.command("tone-dev", help="Tone candidates side by side on dev rows (forum messages, toxic comments, "
+                                        "neutral sources, identity statements, a genre file), each minus the first.")
+def benchmark_tone_dev_command(
+    models: list[Path] = typer.Argument(..., help="model folders; the first is the reference (e.g. models/tone)"),
+    dev_file: Path = typer.Option(..., help="a prepared tone dev file (prepare tone writes dev_sampled.jsonl)"),
+    genre_file: Optional[Path] = typer.Option(None, help="JSONL of neutral texts of one genre (field `text`)"),
+    recipe: Path = typer.Option(Path("configs/tone_head_wiki_encoder.yaml"),
+                                help="tone head recipe whose `neutral_sources` name the neutral rows"),
+    output: Path = typer.Option(Path("out/benchmarks/tone_dev.json"), help="JSON report"),
+    threads: int = typer.Option(2, help="onnxruntime threads"),
+) -> None:
+    from autovalidators.data_prep.io import DataError
+    from autovalidators.inference.manifest import ManifestError
+    from autovalidators.training.benchmarks.tone_dev import compare, dev_rows, table_rows
+    from autovalidators.training.tone_head import load_config
+
+    from rich.table import Table
+
+    try:
+        rows = dev_rows(dev_file, load_config(recipe).neutral_sources, genre_file)
+        report = compare(models, rows, threads)
+    except (DataError, ManifestError, FileNotFoundError, ValueError) as exc:
+        raise _fail(str(exc)) from None
+    report["command"] = " ".join(["autovalidators benchmark tone-dev", *map(str, models), "--dev-file", str(dev_file),
+                                  *(["--genre-file", str(genre_file)] if genre_file else []), "--recipe", str(recipe)])
+    table = Table(title=f"tone dev rows ({dev_file}); later models minus {models[0]}, paired bootstrap [95%]")
+    for column in ["measure", "rows", *map(str, models), *(f"{m} − first" for m in models[1:])]:
+        table.add_column(column)
+    for cells in table_rows(report):
+        table.add_row(*cells)
+    console.print(table)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
+    console.print(f"wrote {output}")

@@ -1,0 +1,132 @@
+"""`autovalidators benchmark tone-dev`: tone candidates side by side on dev rows, to choose among them.
+
+`benchmark tone` scores one model on the held-out sets, which a candidate should meet once; choosing
+among candidates happens before, on dev. This command scores several model folders, each as served
+(`ToneValidator.served_scores`, its own manifest thresholds and routing), on the same dev rows:
+
+- a prepared tone dev file (`prepare tone` writes `dev_sampled.jsonl`): per neutral source group and
+  language the share flagged by a blocking label, the share flagged among the Russian forum messages
+  (`ru_appropriate`), toxicity F1 on the Russian toxic comments and on OLID's dev rows;
+- the identity statements' dev split (held-out groups and wordings of the training ones): hateful
+  statements caught and neutral ones flagged, per language;
+- optionally a genre file (JSONL with `text`, every text neutral, e.g.
+  `data_prep/samples/tone/assistant_instructions_dev_ru.jsonl`): the share flagged.
+
+The first model is the reference: every other one is reported minus it with a paired bootstrap over
+rows (2,000 resamples, 95% interval). A gain inside the interval is no gain.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from autovalidators.data_prep.io import DataError, read_jsonl
+from autovalidators.data_prep.tone.statements import DEFAULT_PATH as STATEMENTS, statement_records
+from autovalidators.inference.manifest import load_manifest
+from autovalidators.inference.validators.tone import ToneValidator
+
+from autovalidators.training.benchmarks.tone import ABUSIVE_LABELS, paired_f1_bootstrap
+from autovalidators.training.tasks.tone import TONE_LABELS
+
+RESAMPLES = 2000
+FORUM_SOURCE = "ru_appropriate"
+TOXICITY_SOURCES = {"ru_toxic": "Russian toxic comments", "olid": "OLID dev rows"}
+
+
+def dev_rows(dev_file: Path, neutral_sources: Sequence[str], genre_file: Path | None = None,
+             statements: Path = STATEMENTS) -> list[dict[str, Any]]:
+    """Each dev row as {text, measure, kind, gold}: `kind` "rate" (share flagged, lower is better
+    unless the measure catches hate) or "toxicity" (gold toxicity known, for F1)."""
+    rows: list[dict[str, Any]] = []
+    for number, record in enumerate(read_jsonl(dev_file), start=1):
+        missing = [field for field in ("text", "source", "language") if not isinstance(record.get(field), str)]
+        if missing:
+            raise DataError(f"{dev_file}:{number}: field {missing[0]!r} missing or not a string")
+        source, language, toxicity = record["source"], record["language"], (record.get("labels") or {}).get("toxicity")
+        if source in neutral_sources:
+            rows.append({"text": record["text"], "measure": f"neutral {language} flagged", "kind": "rate"})
+        elif source == FORUM_SOURCE:
+            rows.append({"text": record["text"], "measure": "forum messages flagged (ru)", "kind": "rate"})
+        elif source in TOXICITY_SOURCES and toxicity is not None:
+            rows.append({"text": record["text"], "measure": f"toxicity F1, {TOXICITY_SOURCES[source]}",
+                         "kind": "toxicity", "gold": bool(toxicity)})
+    for record in statement_records(statements, TONE_LABELS):
+        if record["split"] == "dev":
+            hateful = record["labels"]["identity_hate"] == 1
+            rows.append({"text": record["text"], "kind": "rate", "measure":
+                         f"{'hateful statements caught' if hateful else 'neutral statements flagged'} ({record['language']})"})
+    if genre_file is not None:
+        for number, record in enumerate(read_jsonl(genre_file), start=1):
+            if not isinstance(record.get("text"), str):
+                raise DataError(f"{genre_file}:{number}: field 'text' missing or not a string")
+            rows.append({"text": record["text"], "measure": f"genre flagged ({genre_file.stem})", "kind": "rate"})
+    return rows
+
+
+def served_flags(model_dir: Path, texts: Sequence[str], threads: int = 2) -> tuple[np.ndarray, np.ndarray]:
+    """(flagged by any blocking label, flagged for toxicity) per text, as the model serves them."""
+    validator = ToneValidator(model_dir, load_manifest(model_dir), threads=threads)
+    scores, _ = validator.served_scores(list(texts))
+    columns = [validator.labels.index(label) for label in ABUSIVE_LABELS if label in validator.labels]
+    cuts = np.asarray([validator.thresholds[validator.labels[c]] for c in columns])
+    toxicity = validator.labels.index("toxicity")
+    return (scores[:, columns] >= cuts).any(axis=1), scores[:, toxicity] >= validator.thresholds["toxicity"]
+
+
+def paired_rate_bootstrap(ours: np.ndarray, theirs: np.ndarray, *, resamples: int = RESAMPLES,
+                          seed: int = 13) -> dict[str, float]:
+    """Our share flagged minus theirs on the same rows, with a paired bootstrap over rows."""
+    ours, theirs = np.asarray(ours, dtype=float), np.asarray(theirs, dtype=float)
+    picks = np.random.default_rng(seed).integers(0, len(ours), size=(resamples, len(ours)))
+    differences = ours[picks].mean(axis=1) - theirs[picks].mean(axis=1)
+    low, high = np.quantile(differences, [0.025, 0.975])
+    return {"difference": float(ours.mean() - theirs.mean()), "low": float(low), "high": float(high),
+            "rows": int(len(ours))}
+
+
+def compare(models: Sequence[Path], rows: Sequence[dict[str, Any]], threads: int = 2) -> dict[str, Any]:
+    """Every measure for every model, and each model after the first minus the first."""
+    if not rows:
+        raise ValueError("no dev rows: the dev file holds none of the measured sources")
+    if len({str(m) for m in models}) < len(models):
+        raise ValueError(f"a model folder is named twice in {[str(m) for m in models]}")
+    texts = [r["text"] for r in rows]
+    flags = {str(model): served_flags(model, texts, threads) for model in models}
+    reference = str(models[0])
+    measures: dict[str, Any] = {}
+    for measure in dict.fromkeys(r["measure"] for r in rows):
+        index = np.asarray([i for i, r in enumerate(rows) if r["measure"] == measure])
+        kind = rows[index[0]]["kind"]
+        entry: dict[str, Any] = {"rows": int(len(index)), "kind": kind, "models": {}, "versus_first": {}}
+        if kind == "rate":
+            for model, (flagged, _) in flags.items():
+                entry["models"][model] = {"flagged": int(flagged[index].sum()), "rate": float(flagged[index].mean())}
+                if model != reference:
+                    entry["versus_first"][model] = paired_rate_bootstrap(flagged[index], flags[reference][0][index])
+        else:
+            gold = np.asarray([rows[i]["gold"] for i in index])
+            for model, (_, toxic) in flags.items():
+                versus = paired_f1_bootstrap(gold, toxic[index], flags[reference][1][index], macro=False)
+                entry["models"][model] = {"f1": versus["ours"]}
+                if model != reference:
+                    entry["versus_first"][model] = {k: versus[k] for k in ("difference", "low", "high", "rows")}
+        measures[measure] = entry
+    return {"models": [str(m) for m in models], "reference": reference, "resamples": RESAMPLES, "measures": measures}
+
+
+def table_rows(report: dict[str, Any]) -> list[list[str]]:
+    """One printable row per measure: its rows, each model's value, each later model's difference [95%]."""
+    printed = []
+    for measure, entry in report["measures"].items():
+        cells = [measure, str(entry["rows"])]
+        for model in report["models"]:
+            value = entry["models"][model]
+            cells.append(f"{value['flagged']} ({value['rate']:.1%})" if entry["kind"] == "rate" else f"{value['f1']:.3f}")
+        for model in report["models"][1:]:
+            d = entry["versus_first"][model]
+            cells.append(f"{d['difference']:+.3f} [{d['low']:+.3f}, {d['high']:+.3f}]")
+        printed.append(cells)
+    return printed
