@@ -70,14 +70,19 @@ def olid_gold(record: dict) -> int | None:
     return gold if gold is not None else (record.get("labels") or {}).get("toxicity")
 
 
+def abusive_flags(scores: np.ndarray, labels: Sequence[str], thresholds: dict[str, float]) -> np.ndarray:
+    """Per row: flagged by any abusive (blocking) label at its threshold (0.5 when none is given)."""
+    columns = [list(labels).index(label) for label in ABUSIVE_LABELS if label in labels]
+    cuts = np.asarray([thresholds.get(labels[c], 0.5) for c in columns])
+    return (scores[:, columns] >= cuts).any(axis=1)
+
+
 def olid_decisions(scores: np.ndarray, records: Sequence[dict], labels: Sequence[str],
                    thresholds: dict[str, float]) -> tuple[list[int], np.ndarray, np.ndarray]:
     """(rows with OLID gold, gold OFF 0/1, predicted OFF by the any-abusive-label rule) on those rows."""
     keep = [i for i, r in enumerate(records) if olid_gold(r) is not None]
     gold = np.asarray([olid_gold(records[i]) for i in keep], dtype=int)
-    flagged = np.stack([scores[keep, labels.index(label)] >= thresholds.get(label, 0.5)
-                        for label in ABUSIVE_LABELS if label in labels], axis=1)
-    return keep, gold, flagged.any(axis=1)
+    return keep, gold, abusive_flags(scores[keep], labels, thresholds)
 
 
 def paired_f1_bootstrap(gold: np.ndarray, ours: np.ndarray, theirs: np.ndarray, *, macro: bool,
@@ -157,9 +162,7 @@ def statements_caught(scores: np.ndarray, records: Sequence[dict], labels: Seque
                       thresholds: dict[str, float]) -> dict[str, Any]:
     """Per language: hateful statements flagged by any abusive label (want 100%) and neutral
     statements about the same groups and subjects flagged (want 0%)."""
-    columns = [list(labels).index(label) for label in ABUSIVE_LABELS if label in labels]
-    cuts = np.asarray([thresholds.get(labels[c], 0.5) for c in columns])
-    flagged = (scores[:, columns] >= cuts).any(axis=1)
+    flagged = abusive_flags(scores, labels, thresholds)
     result: dict[str, Any] = {}
     for language in sorted({r["language"] for r in records}):
         for kind in ("hateful", "neutral"):

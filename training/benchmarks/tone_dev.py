@@ -28,7 +28,7 @@ from autovalidators.data_prep.tone.statements import DEFAULT_PATH as STATEMENTS,
 from autovalidators.inference.manifest import load_manifest
 from autovalidators.inference.validators.tone import ToneValidator
 
-from autovalidators.training.benchmarks.tone import ABUSIVE_LABELS, paired_f1_bootstrap
+from autovalidators.training.benchmarks.tone import abusive_flags, paired_f1_bootstrap
 from autovalidators.training.tasks.tone import TONE_LABELS
 
 RESAMPLES = 2000
@@ -70,10 +70,9 @@ def served_flags(model_dir: Path, texts: Sequence[str], threads: int = 2) -> tup
     """(flagged by any blocking label, flagged for toxicity) per text, as the model serves them."""
     validator = ToneValidator(model_dir, load_manifest(model_dir), threads=threads)
     scores, _ = validator.served_scores(list(texts))
-    columns = [validator.labels.index(label) for label in ABUSIVE_LABELS if label in validator.labels]
-    cuts = np.asarray([validator.thresholds[validator.labels[c]] for c in columns])
     toxicity = validator.labels.index("toxicity")
-    return (scores[:, columns] >= cuts).any(axis=1), scores[:, toxicity] >= validator.thresholds["toxicity"]
+    return (abusive_flags(scores, validator.labels, validator.thresholds),
+            scores[:, toxicity] >= validator.thresholds["toxicity"])
 
 
 def paired_rate_bootstrap(ours: np.ndarray, theirs: np.ndarray, *, resamples: int = RESAMPLES,

@@ -81,4 +81,7 @@ def test_the_command_writes_its_report(dev_file, tmp_path):
     assert result.exit_code == 0, result.output
     report = json.loads(output.read_text())
     assert report["reference"] == str(SHIPPED) and report["command"].startswith("autovalidators benchmark tone-dev")
-    assert report["measures"]["forum messages flagged (ru)"]["models"][str(SHIPPED)]["flagged"] in (0, 1)
+    # What the command wrote is what it measured: the neutral rows unflagged, the abusive comment caught.
+    for measure in ("forum messages flagged (ru)", "neutral en flagged", "neutral ru flagged"):
+        assert report["measures"][measure]["models"][str(SHIPPED)]["flagged"] == 0, measure
+    assert report["measures"]["toxicity F1, Russian toxic comments"]["models"][str(SHIPPED)]["f1"] == 1.0
