@@ -20,7 +20,8 @@ Answers, and where their labels come from:
 Tone texts: neutral sentences of XQuAD, SQuAD2 and TyDi-ru contexts and RAGTruth answers, abusive
 OLID, Davidson and Russian toxic comments (`tone_texts`), 50 ordinary assistant answers a
 language on sensitive subjects, written for this project (`samples/tone/ordinary_answers.jsonl`),
-and Russian forum and Q&A messages every annotator of the s-nlp appropriateness set called
+150 more a language by other writers, half on such subjects and half mundane
+(`samples/tone/ordinary_answers_v2.jsonl`), and Russian forum and Q&A messages every annotator of the s-nlp appropriateness set called
 appropriate, from the text groups the tone prep holds out (`appropriate_unseen`).
 
 Splits are by group (source document / question), half and half by a stable hash, so no source is
@@ -51,6 +52,9 @@ DATASETS = Path("../shared/datasets")
 REAL_ANSWERS = ("ragtruth", "faithbench", "wikiqa")
 APPROPRIATENESS = Path("ru_sensitive_topics") / "Version1" / "appropriateness"
 ORDINARY_ANSWERS = Path(__file__).parent / "samples" / "tone" / "ordinary_answers.jsonl"
+# 150 a language more, written later by separate writers (2026-12-07): 50 a language cannot tell a
+# 0.5% flag rate from 4% (one answer is 2%).
+ORDINARY_ANSWERS_V2 = ORDINARY_ANSWERS.with_name("ordinary_answers_v2.jsonl")
 TYDIQA_RU = Path("tydiqa_goldp") / "language_data" / "russian" / "russian_tydiqa_dev.json"
 _NUMBER = re.compile(r"\d")
 # Lengths (characters) of a text the tone check is measured on, or trained on from these sources.
@@ -262,6 +266,9 @@ def tone_texts(root: Path, neutral_per_set: int, abusive_per_set: int) -> Iterab
     # rows `ru_appropriate` in configs/tone.yaml trains on, from both files of the set and only the
     # text groups the tone prep puts in its test split: the register of the toxic comments, none abusive.
     yield from sample(appropriate_unseen(root, tone_config), "neutral", "appropriate_forum_ru", "ru")
+    # 150 ordinary answers a language more (datasets `ordinary_answers_v2_en/_ru`), by writers who saw
+    # neither the training instructions nor the answers above; last, so no sample above moves.
+    yield from read_jsonl(ORDINARY_ANSWERS_V2)
 
 
 def appropriate_unseen(root: Path, tone_config: Any) -> list[str]:

@@ -215,7 +215,8 @@ def test_bundled_instruction_sources_read_from_the_package_whatever_the_data_roo
     # Written for this project and shipped in data_prep/samples: a data_root without them (tmp_path) changes nothing.
     config = load_tone_config()
     negative = {label: 0 for label in ("toxicity", "obscenity", "insult", "threat", "identity_hate")}
-    for name, language, cyrillic in (("instructions_en", "en", False), ("instructions_ru", "ru", True)):
+    for name, language, cyrillic in (("instructions_en", "en", False), ("instructions_ru", "ru", True),
+                                     ("instructions2_en", "en", False), ("instructions2_ru", "ru", True)):
         records, errors = read_source(name, config, data_root=tmp_path)
         assert errors == [] and len(records) >= 90
         assert all(r.language == language and r.votes["gold"] == negative for r in records)
@@ -235,10 +236,11 @@ def test_the_instructions_share_no_sentence_with_the_ordinary_answers_the_tone_c
 
     measured = sentences(row["text"] for row in read_jsonl(ORDINARY_ANSWERS))
     config = load_tone_config()
-    trained = [r.text for name in ("instructions_en", "instructions_ru") for r in read_source(name, config)[0]]
+    trained = [r.text for name in ("instructions_en", "instructions_ru", "instructions2_en", "instructions2_ru")
+               for r in read_source(name, config)[0]]
     dev_path = BUNDLED_ROOT / "samples" / "tone" / "assistant_instructions_dev_ru.jsonl"
     dev = [row["text"] for row in read_jsonl(dev_path)]
-    assert len(trained) >= 250 and len(dev) >= 150
+    assert len(trained) >= 1300 and len(dev) >= 150
     # Neither the training texts nor the dev-only genre set (what a candidate trained on them is selected
     # on) repeats a sentence of the measured answers, and the dev set repeats no training sentence.
     assert not sentences(trained) & measured
