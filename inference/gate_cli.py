@@ -123,7 +123,7 @@ def benchmark_gate(
         rows = tone_rates(texts, flags)
         report["tone"] = rows
         report["tone_texts"] = [{"id": str(t.get("id", i)), "language": t["language"], "label": t["label"],
-                                 "text_sha256": hashlib.sha256(t["text"].encode()).hexdigest(), "flagged": flag}
+                                 "dataset": t["dataset"], "text_sha256": hashlib.sha256(t["text"].encode()).hexdigest(), "flagged": flag}
                                 for i, (t, flag) in enumerate(zip(texts, flags))]
         table = Table(title=f"tone check on {tone_texts.name}: share flagged")
         for column in ("language", "label", "dataset", "texts", "flagged [95% CI]"):
@@ -175,11 +175,12 @@ def _print_tone_change(baseline: Path, texts: list[dict[str, Any]]) -> list[dict
     except (OSError, KeyError, TypeError, ValueError) as exc:
         raise _fail(f"{baseline}: not a `benchmark gate --tone-texts` JSON on these texts ({exc})") from None
     table = Table(title=f"tone flags against {baseline.name} (paired, same texts; 95% bootstrap interval)")
-    for column in ("language", "label", "texts", "flagged", "change [95% CI]"):
+    for column in ("language", "label", "dataset", "texts", "flagged", "change [95% CI]"):
         table.add_column(column)
     for row in rows:
         low, high = row["change_ci"] or (row["change"], row["change"])
-        table.add_row(row["language"], row["label"], str(row["texts"]), f"{_pct(row['before'])} -> {_pct(row['after'])}",
+        table.add_row(row["language"], row["label"], row["dataset"], str(row["texts"]),
+                      f"{_pct(row['before'])} -> {_pct(row['after'])}",
                       f"{100 * row['change']:+.1f} [{100 * low:+.1f}, {100 * high:+.1f}]")
     console.print(table)
     return rows

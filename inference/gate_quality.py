@@ -203,18 +203,26 @@ def tone_rates(texts: Iterable[dict[str, Any]], flagged: Sequence[bool]) -> list
 
 def paired_tone_change(before: Sequence[dict[str, Any]], after: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """Flag rates of `after` minus `before` on the tone texts both flagged or not (matched by id and
-    text), per language and label, with 95% paired bootstrap intervals: one tone model against
-    another on the same texts. Each entry of either: {id, text_sha256, language, label, flagged}."""
+    text), per language and label (`dataset` "all"), then per dataset where `after`'s entries name
+    one, each with a 95% paired bootstrap interval: one tone model against another on the same texts.
+    Each entry of either: {id, text_sha256, language, label, flagged[, dataset]}. A language's total
+    can hide a set that moved the other way (forum messages against encyclopaedic sentences)."""
     earlier = {(t["id"], t["text_sha256"]): t for t in before}
     pairs = [(earlier[(t["id"], t["text_sha256"])], t) for t in after if (t["id"], t["text_sha256"]) in earlier]
     if not pairs:
         raise ValueError("the two runs share no tone text")
+    groups: dict[tuple[str, str, str], list[tuple[dict, dict]]] = {}
+    for b, a in pairs:
+        groups.setdefault((a["language"], a["label"], "all"), []).append((b, a))
+        if a.get("dataset"):
+            groups.setdefault((a["language"], a["label"], a["dataset"]), []).append((b, a))
     rows = []
-    for language, label in sorted({(b["language"], b["label"]) for b, _ in pairs}):
-        old = np.array([b["flagged"] for b, a in pairs if (b["language"], b["label"]) == (language, label)], dtype=float)
-        new = np.array([a["flagged"] for b, a in pairs if (b["language"], b["label"]) == (language, label)], dtype=float)
-        rows.append({"language": language, "label": label, "texts": len(old), "before": float(old.mean()),
-                     "after": float(new.mean()), "change": float((new - old).mean()),
+    for (language, label, dataset), members in sorted(groups.items(), key=lambda item: (*item[0][:2], item[0][2] != "all",
+                                                                                        item[0][2])):
+        old = np.array([b["flagged"] for b, _ in members], dtype=float)
+        new = np.array([a["flagged"] for _, a in members], dtype=float)
+        rows.append({"language": language, "label": label, "dataset": dataset, "texts": len(old),
+                     "before": float(old.mean()), "after": float(new.mean()), "change": float((new - old).mean()),
                      "change_ci": _interval(new - old, 6)})
     return rows
 

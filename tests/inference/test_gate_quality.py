@@ -257,6 +257,17 @@ def test_the_paired_tone_change_counts_each_text_against_itself():
     # The same number of flags on other texts is no change in rate, and the interval straddles 0.
     swapped = paired_tone_change(before, texts(set(range(16)) | set(range(100, 116))))
     assert swapped[1]["change"] == 0.0 and swapped[1]["change_ci"][0] < 0 < swapped[1]["change_ci"][1]
+    # Per dataset too: a language's total can hide a set that moved the other way.
+    def named(flagged_neutral: set[int]):
+        return [dict(t, dataset="forum" if t["label"] == "neutral" and int(t["id"][1:]) < 1000 else "encyclopaedia")
+                for t in texts(flagged_neutral)]
+
+    # 20 encyclopaedic flags before, 20 forum flags after: the same neutral rate, two sets moving apart.
+    by_dataset = {(r["label"], r["dataset"]): r for r in paired_tone_change(named(set(range(1000, 1020))),
+                                                                            named(set(range(20))))}
+    assert by_dataset[("neutral", "all")]["change"] == 0.0
+    assert by_dataset[("neutral", "forum")]["change_ci"][0] > 0 > by_dataset[("neutral", "encyclopaedia")]["change_ci"][1]
+    assert by_dataset[("neutral", "forum")]["texts"] == 1000 and by_dataset[("abusive", "encyclopaedia")]["texts"] == 200
     # A text whose content changed is not the same text.
     changed = [dict(t, text_sha256="other") for t in after]
     with pytest.raises(ValueError, match="no tone text"):
