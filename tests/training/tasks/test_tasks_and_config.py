@@ -65,7 +65,21 @@ def test_best_threshold_rules():
     labels = np.array([0, 0, 1, 0, 1, 1, 1])
     best_f1 = best_threshold(scores, labels, "best_f1")
     assert best_f1 == pytest.approx(0.35)  # catches all 4 positives with one false positive
-    assert best_threshold(scores, labels, "target_precision", 1.0) == pytest.approx(0.6)
+    assert best_threshold(scores, labels, "target_precision", 1.0, min_flagged=1) == pytest.approx(0.6)
+    # Four flagged examples are too few to trust a precision: best F1 instead.
+    assert best_threshold(scores, labels, "target_precision", 1.0) == pytest.approx(best_f1)
+
+
+def test_a_target_precision_reached_by_a_few_top_scores_by_chance_is_not_taken():
+    rng = np.random.default_rng(3)
+    labels = rng.integers(0, 2, 400)
+    scores = np.clip(0.5 + 0.05 * (labels - 0.5) + rng.normal(0, 0.15, 400), 0, 0.95)  # barely separable
+    scores[:6], labels[:6] = 0.99, 1  # a few positives on top: precision 0.9 is reached there, and only there
+    lucky = best_threshold(scores, labels, "target_precision", 0.9, min_flagged=1)
+    flagged = scores >= lucky
+    assert flagged.sum() <= 10 and labels[flagged].mean() >= 0.9
+    # Thirty flagged rows or none: no such cut reaches 0.9, so the rule falls back to best F1.
+    assert best_threshold(scores, labels, "target_precision", 0.9) == best_threshold(scores, labels, "best_f1")
 
 
 def test_probabilities_softmax_and_sigmoid():
