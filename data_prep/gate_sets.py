@@ -21,8 +21,9 @@ Tone texts: neutral sentences of XQuAD, SQuAD2 and TyDi-ru contexts and RAGTruth
 OLID, Davidson and Russian toxic comments (`tone_texts`), 50 ordinary assistant answers a
 language on sensitive subjects, written for this project (`samples/tone/ordinary_answers.jsonl`),
 150 more a language by other writers, half on such subjects and half mundane
-(`samples/tone/ordinary_answers_v2.jsonl`), and Russian forum and Q&A messages every annotator of the s-nlp appropriateness set called
-appropriate, from the text groups the tone prep holds out (`appropriate_unseen`).
+(`samples/tone/ordinary_answers_v2.jsonl`), and Russian forum and Q&A messages every annotator of
+the s-nlp appropriateness set called appropriate, from the text groups the tone prep holds out
+(`appropriate_unseen`).
 
 Splits are by group (source document / question), half and half by a stable hash, so no source is
 in both: `calibrate` fits on dev (the shipped config on `dev_real.jsonl`), `benchmark gate` reports test.

@@ -123,7 +123,8 @@ def benchmark_gate(
         rows = tone_rates(texts, flags)
         report["tone"] = rows
         report["tone_texts"] = [{"id": str(t.get("id", i)), "language": t["language"], "label": t["label"],
-                                 "dataset": t["dataset"], "text_sha256": hashlib.sha256(t["text"].encode()).hexdigest(), "flagged": flag}
+                                 "dataset": t["dataset"], "text_sha256": hashlib.sha256(t["text"].encode()).hexdigest(),
+                                 "flagged": flag}
                                 for i, (t, flag) in enumerate(zip(texts, flags))]
         table = Table(title=f"tone check on {tone_texts.name}: share flagged")
         for column in ("language", "label", "dataset", "texts", "flagged [95% CI]"):

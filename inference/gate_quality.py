@@ -217,8 +217,11 @@ def paired_tone_change(before: Sequence[dict[str, Any]], after: Sequence[dict[st
         if a.get("dataset"):
             groups.setdefault((a["language"], a["label"], a["dataset"]), []).append((b, a))
     rows = []
-    for (language, label, dataset), members in sorted(groups.items(), key=lambda item: (*item[0][:2], item[0][2] != "all",
-                                                                                        item[0][2])):
+    def order(key: tuple[str, str, str]) -> tuple[str, str, bool, str]:  # a language's total before its sets
+        language, label, dataset = key
+        return language, label, dataset != "all", dataset
+
+    for (language, label, dataset), members in sorted(groups.items(), key=lambda item: order(item[0])):
         old = np.array([b["flagged"] for b, _ in members], dtype=float)
         new = np.array([a["flagged"] for _, a in members], dtype=float)
         rows.append({"language": language, "label": label, "dataset": dataset, "texts": len(old),
