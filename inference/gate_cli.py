@@ -66,7 +66,8 @@ def benchmark_gate(
     validators: Optional[str] = typer.Option(None, help="comma-separated validator names"),
     models_dir: Optional[Path] = typer.Option(None, help="folder with trained validators"),
     baseline: Optional[Path] = typer.Option(None, "--baseline", help="an earlier `benchmark gate` JSON on the same "
-                                            "cases: prints the paired change in friction and miss with intervals"),
+                                            "cases: prints the paired change in friction and miss with intervals "
+                                            "(with --tone-texts: in tone flags, per language and per dataset)"),
 ) -> None:
     """The whole gate: per-case latency, and on labelled cases friction (good answers not ACCEPTed)
     and misses (bad answers ACCEPTed) per task type and language, with what stopped the good ones."""
