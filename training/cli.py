@@ -310,7 +310,8 @@ def unsigned_int8_command(
 def benchmark_tone_dev_command(
     models: list[Path] = typer.Argument(..., help="model folders; the first is the reference (e.g. models/tone)"),
     dev_file: Path = typer.Option(..., help="a prepared tone dev file (prepare tone writes dev_sampled.jsonl)"),
-    genre_file: Optional[Path] = typer.Option(None, help="JSONL of neutral texts of one genre (field `text`)"),
+    genre_file: Optional[list[Path]] = typer.Option(None, help="JSONL of neutral texts of one genre (field `text`); "
+                                                    "repeat the option for several, each its own measure"),
     recipe: Path = typer.Option(Path("configs/tone_head_wiki_encoder.yaml"),
                                 help="tone head recipe whose `neutral_sources` name the neutral rows"),
     output: Path = typer.Option(Path("out/benchmarks/tone_dev.json"), help="JSON report"),
@@ -324,12 +325,13 @@ def benchmark_tone_dev_command(
     from rich.table import Table
 
     try:
-        rows = dev_rows(dev_file, load_config(recipe).neutral_sources, genre_file)
+        rows = dev_rows(dev_file, load_config(recipe).neutral_sources, genre_file or ())
         report = compare(models, rows, threads)
     except (DataError, ManifestError, FileNotFoundError, ValueError) as exc:
         raise _fail(str(exc)) from None
     report["command"] = " ".join(["autovalidators benchmark tone-dev", *map(str, models), "--dev-file", str(dev_file),
-                                  *(["--genre-file", str(genre_file)] if genre_file else []), "--recipe", str(recipe)])
+                                  *(arg for path in genre_file or () for arg in ("--genre-file", str(path))),
+                                  "--recipe", str(recipe)])
     table = Table(title=f"tone dev rows ({dev_file}); later models minus {models[0]}, paired bootstrap [95%]")
     for column in ["measure", "rows", *map(str, models), *(f"{m} − first" for m in models[1:])]:
         table.add_column(column)

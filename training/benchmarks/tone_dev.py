@@ -9,8 +9,8 @@ among candidates happens before, on dev. This command scores several model folde
   (`ru_appropriate`), toxicity F1 on the Russian toxic comments and on OLID's dev rows;
 - the identity statements' dev split (held-out groups and wordings of the training ones): hateful
   statements caught and neutral ones flagged, per language;
-- optionally a genre file (JSONL with `text`, every text neutral, e.g.
-  `data_prep/samples/tone/assistant_instructions_dev_ru.jsonl`): the share flagged.
+- optionally genre files (JSONL with `text`, every text neutral, e.g.
+  `data_prep/samples/tone/assistant_instructions_dev_ru.jsonl`): the share flagged, one measure each.
 
 The first model is the reference: every other one is reported minus it with a paired bootstrap over
 rows (2,000 resamples, 95% interval). A gain inside the interval is no gain.
@@ -36,7 +36,7 @@ FORUM_SOURCE = "ru_appropriate"
 TOXICITY_SOURCES = {"ru_toxic": "Russian toxic comments", "olid": "OLID dev rows"}
 
 
-def dev_rows(dev_file: Path, neutral_sources: Sequence[str], genre_file: Path | None = None,
+def dev_rows(dev_file: Path, neutral_sources: Sequence[str], genre_files: Sequence[Path] = (),
              statements: Path = STATEMENTS) -> list[dict[str, Any]]:
     """Each dev row as {text, measure, kind, gold}: `kind` "rate" (share flagged, lower is better
     unless the measure catches hate) or "toxicity" (gold toxicity known, for F1)."""
@@ -58,7 +58,7 @@ def dev_rows(dev_file: Path, neutral_sources: Sequence[str], genre_file: Path | 
             hateful = record["labels"]["identity_hate"] == 1
             rows.append({"text": record["text"], "kind": "rate", "measure":
                          f"{'hateful statements caught' if hateful else 'neutral statements flagged'} ({record['language']})"})
-    if genre_file is not None:
+    for genre_file in genre_files:  # one measure each, named by the file
         for number, record in enumerate(read_jsonl(genre_file), start=1):
             if not isinstance(record.get("text"), str):
                 raise DataError(f"{genre_file}:{number}: field 'text' missing or not a string")

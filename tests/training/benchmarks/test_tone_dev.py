@@ -39,9 +39,10 @@ def dev_file(tmp_path: Path) -> Path:
 
 
 def test_each_measure_counts_its_rows_and_the_reference_minus_itself_is_zero(dev_file, tmp_path):
-    genre = tmp_path / "genre.jsonl"
+    genre, recipes = tmp_path / "genre.jsonl", tmp_path / "recipes.jsonl"
     write_jsonl(genre, [{"text": "Нарежьте мясо поперёк волокон."}, {"text": "Промойте рану чистой водой."}])
-    rows = dev_rows(dev_file, NEUTRAL, genre)
+    write_jsonl(recipes, [{"text": "Взбейте яйца с сахаром и влейте молоко."}])
+    rows = dev_rows(dev_file, NEUTRAL, [genre, recipes])
     with pytest.raises(ValueError, match="named twice"):
         compare([SHIPPED, SHIPPED], rows)
     same = tmp_path / "same_model"
@@ -53,9 +54,9 @@ def test_each_measure_counts_its_rows_and_the_reference_minus_itself_is_zero(dev
     assert measures["hateful statements caught (ru)"]["rows"] == hateful_ru
     assert measures["forum messages flagged (ru)"]["rows"] == 1
     assert measures["neutral en flagged"]["rows"] == 1 and measures["neutral ru flagged"]["rows"] == 1
-    assert measures["genre flagged (genre)"]["rows"] == 2
+    assert measures["genre flagged (genre)"]["rows"] == 2 and measures["genre flagged (recipes)"]["rows"] == 1
     assert not any("OLID" in name for name in measures)  # no OLID row, no OLID measure
-    assert len(rows) == 5 + len(dev_statements) + 2  # the davidson row is not measured
+    assert len(rows) == 5 + len(dev_statements) + 3  # the davidson row is not measured
     # The shipped model tells the abusive comment from the polite one.
     assert measures["toxicity F1, Russian toxic comments"]["models"][str(SHIPPED)]["f1"] == 1.0
     for entry in measures.values():
@@ -76,11 +77,18 @@ def test_a_dev_line_without_a_source_is_named_by_file_and_line(tmp_path):
 
 def test_the_command_writes_its_report(dev_file, tmp_path):
     output = tmp_path / "tone_dev.json"
+    genres = [tmp_path / "first.jsonl", tmp_path / "second.jsonl"]
+    for path in genres:
+        write_jsonl(path, [{"text": "Рубите капусту крупно, если собираетесь её квасить."}])
     result = CliRunner().invoke(app, ["benchmark", "tone-dev", str(SHIPPED), "--dev-file", str(dev_file),
+                                      "--genre-file", str(genres[0]), "--genre-file", str(genres[1]),
                                       "--output", str(output)])
     assert result.exit_code == 0, result.output
     report = json.loads(output.read_text())
     assert report["reference"] == str(SHIPPED) and report["command"].startswith("autovalidators benchmark tone-dev")
+    # Each genre file is its own measure, and the command line names both, so it reruns as it ran.
+    assert {"genre flagged (first)", "genre flagged (second)"} <= set(report["measures"])
+    assert report["command"].count("--genre-file") == 2
     # What the command wrote is what it measured: the neutral rows unflagged, the abusive comment caught.
     for measure in ("forum messages flagged (ru)", "neutral en flagged", "neutral ru flagged"):
         assert report["measures"][measure]["models"][str(SHIPPED)]["flagged"] == 0, measure
