@@ -104,20 +104,20 @@ def balanced_rates(good: np.ndarray, accepted: np.ndarray, groups: np.ndarray) -
     return (float(np.mean(frictions)) if frictions else None, float(np.mean(misses)) if misses else None)
 
 
-def _interval(values: np.ndarray, seed: int) -> list[float] | None:
+def bootstrap_interval(values: np.ndarray, seed: int, resamples: int = BOOTSTRAP_RESAMPLES) -> list[float] | None:
     """95% percentile bootstrap interval of a mean (of 0/1 values, or of paired differences)."""
     if len(values) < 2:
         return None
     rng = np.random.default_rng(seed)
-    means = values[rng.integers(0, len(values), size=(BOOTSTRAP_RESAMPLES, len(values)))].mean(axis=1)
+    means = values[rng.integers(0, len(values), size=(resamples, len(values)))].mean(axis=1)
     return [round(float(np.percentile(means, 2.5)), 4), round(float(np.percentile(means, 97.5)), 4)]
 
 
 def group_row(name: str, good: np.ndarray, accepted: np.ndarray) -> dict[str, Any]:
     friction, miss = rates(good, accepted)
     return {"group": name, "good": int(good.sum()), "bad": int((~good).sum()),
-            "friction": friction, "friction_ci": _interval((~accepted[good]).astype(float), 1),
-            "miss": miss, "miss_ci": _interval(accepted[~good].astype(float), 2)}
+            "friction": friction, "friction_ci": bootstrap_interval((~accepted[good]).astype(float), 1),
+            "miss": miss, "miss_ci": bootstrap_interval(accepted[~good].astype(float), 2)}
 
 
 def evaluate(labelled: Sequence[Labelled], results: Sequence[Result]) -> dict[str, Any]:
@@ -176,7 +176,7 @@ def paired_change(before: Sequence[dict[str, Any]], after: Sequence[dict[str, An
                 row[f"{metric}_before"] = float(old.mean()) if len(old) else None
                 row[f"{metric}_after"] = float(new.mean()) if len(new) else None
                 row[f"{metric}_change"] = float((new - old).mean()) if len(old) else None
-                row[f"{metric}_change_ci"] = _interval(new - old, 5) if len(old) else None
+                row[f"{metric}_change_ci"] = bootstrap_interval(new - old, 5) if len(old) else None
             rows.append(row)
     return rows
 
@@ -190,14 +190,14 @@ def tone_rates(texts: Iterable[dict[str, Any]], flagged: Sequence[bool]) -> list
     for (language, label, dataset), flags in sorted(by_set.items()):
         values = np.array(flags, dtype=float)
         rows.append({"language": language, "label": label, "dataset": dataset, "texts": len(flags),
-                     "flag_rate": float(values.mean()), "flag_rate_ci": _interval(values, 3)})
+                     "flag_rate": float(values.mean()), "flag_rate_ci": bootstrap_interval(values, 3)})
     for language in sorted({t[0] for t in by_set}):
         neutral = [f for (lang, label, _), flags in by_set.items() if lang == language and label == "neutral"
                    for f in flags]
         if neutral:
             values = np.array(neutral, dtype=float)
             rows.append({"language": language, "label": "neutral", "dataset": "all neutral", "texts": len(neutral),
-                         "flag_rate": float(values.mean()), "flag_rate_ci": _interval(values, 4)})
+                         "flag_rate": float(values.mean()), "flag_rate_ci": bootstrap_interval(values, 4)})
     return rows
 
 
@@ -226,7 +226,7 @@ def paired_tone_change(before: Sequence[dict[str, Any]], after: Sequence[dict[st
         new = np.array([a["flagged"] for _, a in members], dtype=float)
         rows.append({"language": language, "label": label, "dataset": dataset, "texts": len(old),
                      "before": float(old.mean()), "after": float(new.mean()), "change": float((new - old).mean()),
-                     "change_ci": _interval(new - old, 6)})
+                     "change_ci": bootstrap_interval(new - old, 6)})
     return rows
 
 

@@ -306,7 +306,7 @@ def unsigned_int8_command(
 
 
 @benchmark_app.command("tone-dev", help="Tone candidates side by side on dev rows (forum messages, toxic comments, "
-                                        "neutral sources, identity statements, a genre file), each minus the first.")
+                                        "neutral sources, identity statements, genre files), each minus the first.")
 def benchmark_tone_dev_command(
     models: list[Path] = typer.Argument(..., help="model folders; the first is the reference (e.g. models/tone)"),
     dev_file: Path = typer.Option(..., help="a prepared tone dev file (prepare tone writes dev_sampled.jsonl)"),

@@ -25,6 +25,7 @@ import numpy as np
 
 from autovalidators.data_prep.io import DataError, read_jsonl
 from autovalidators.data_prep.tone.statements import DEFAULT_PATH as STATEMENTS, statement_records
+from autovalidators.inference.gate_quality import bootstrap_interval
 from autovalidators.inference.manifest import load_manifest
 from autovalidators.inference.validators.tone import ToneValidator
 
@@ -77,13 +78,12 @@ def served_flags(model_dir: Path, texts: Sequence[str], threads: int = 2) -> tup
 
 def paired_rate_bootstrap(ours: np.ndarray, theirs: np.ndarray, *, resamples: int = RESAMPLES,
                           seed: int = 13) -> dict[str, float]:
-    """Our share flagged minus theirs on the same rows, with a paired bootstrap over rows."""
-    ours, theirs = np.asarray(ours, dtype=float), np.asarray(theirs, dtype=float)
-    picks = np.random.default_rng(seed).integers(0, len(ours), size=(resamples, len(ours)))
-    differences = ours[picks].mean(axis=1) - theirs[picks].mean(axis=1)
-    low, high = np.quantile(differences, [0.025, 0.975])
-    return {"difference": float(ours.mean() - theirs.mean()), "low": float(low), "high": float(high),
-            "rows": int(len(ours))}
+    """Our share flagged minus theirs on the same rows, with a paired bootstrap over rows (the
+    interval of the mean row difference, as `benchmark gate --baseline` computes its own)."""
+    differences = np.asarray(ours, dtype=float) - np.asarray(theirs, dtype=float)
+    low, high = bootstrap_interval(differences, seed, resamples) or (differences.mean(), differences.mean())
+    return {"difference": float(differences.mean()), "low": float(low), "high": float(high),
+            "rows": int(len(differences))}
 
 
 def compare(models: Sequence[Path], rows: Sequence[dict[str, Any]], threads: int = 2) -> dict[str, Any]:
