@@ -21,7 +21,8 @@ Tone texts: neutral sentences of XQuAD, SQuAD2 and TyDi-ru contexts and RAGTruth
 OLID, Davidson and Russian toxic comments (`tone_texts`), 50 ordinary assistant answers a
 language on sensitive subjects, written for this project (`samples/tone/ordinary_answers.jsonl`),
 150 more a language by other writers, half on such subjects and half mundane
-(`samples/tone/ordinary_answers_v2.jsonl`), and Russian forum and Q&A messages every annotator of
+(`samples/tone/ordinary_answers_v2.jsonl`), about 150 more a language of the same kind written
+later still (`samples/tone/ordinary_answers_v3.jsonl`), and Russian forum and Q&A messages every annotator of
 the s-nlp appropriateness set called appropriate, from the text groups the tone prep holds out
 (`appropriate_unseen`).
 
@@ -56,6 +57,7 @@ ORDINARY_ANSWERS = Path(__file__).parent / "samples" / "tone" / "ordinary_answer
 # 150 a language more, written later by separate writers (2026-12-07): 50 a language cannot tell a
 # 0.5% flag rate from 4% (one answer is 2%).
 ORDINARY_ANSWERS_V2 = ORDINARY_ANSWERS.with_name("ordinary_answers_v2.jsonl")
+ORDINARY_ANSWERS_V3 = ORDINARY_ANSWERS.with_name("ordinary_answers_v3.jsonl")
 TYDIQA_RU = Path("tydiqa_goldp") / "language_data" / "russian" / "russian_tydiqa_dev.json"
 _NUMBER = re.compile(r"\d")
 # Lengths (characters) of a text the tone check is measured on, or trained on from these sources.
@@ -270,6 +272,9 @@ def tone_texts(root: Path, neutral_per_set: int, abusive_per_set: int) -> Iterab
     # 150 ordinary answers a language more (datasets `ordinary_answers_v2_en/_ru`), by writers who saw
     # neither the training instructions nor the answers above; last, so no sample above moves.
     yield from read_jsonl(ORDINARY_ANSWERS_V2)
+    # About 150 a language more (`ordinary_answers_v3_en/_ru`), written after seven tone candidates had
+    # seen the sets above, so the next candidate meets answers no choice was made on; last again.
+    yield from read_jsonl(ORDINARY_ANSWERS_V3)
 
 
 def appropriate_unseen(root: Path, tone_config: Any) -> list[str]:

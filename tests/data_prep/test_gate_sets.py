@@ -116,35 +116,40 @@ def test_the_tone_check_samples_only_texts_the_tone_data_prep_holds_out():
     assert {text_group(t) for t in olid} == set(holdout["holdout"]) and 0.16 < len(olid) / len(texts) < 0.24
 
 
-@pytest.mark.parametrize("name, per_language", [("ORDINARY_ANSWERS", 50), ("ORDINARY_ANSWERS_V2", 150)])
+@pytest.mark.parametrize("name, per_language", [("ORDINARY_ANSWERS", {"en": 50, "ru": 50}),
+                                                ("ORDINARY_ANSWERS_V2", {"en": 150, "ru": 150}),
+                                                ("ORDINARY_ANSWERS_V3", {"en": 149, "ru": 148})])
 def test_the_ordinary_answers_are_neutral_texts_of_both_languages_the_tone_check_can_read(name, per_language):
     from autovalidators.data_prep import gate_sets
     from autovalidators.data_prep.io import read_jsonl
     from autovalidators.inference.text import language_of
 
     path = getattr(gate_sets, name)
-    prefix = path.stem  # ordinary_answers, ordinary_answers_v2: the dataset names per language
+    prefix = path.stem  # ordinary_answers, ordinary_answers_v2, _v3: the dataset names per language
     rows = list(read_jsonl(path))
-    assert len({r["id"] for r in rows}) == len(rows) == 2 * per_language
+    assert len({r["id"] for r in rows}) == len(rows) == sum(per_language.values())
     for row in rows:
         assert row["label"] == "neutral" and row["dataset"] == f"{prefix}_{row['language']}"
         assert language_of(row["text"]) == row["language"], row["text"]
         assert len(row["text"]) in gate_sets.TONE_TEXT_LENGTH
-    assert sum(r["language"] == "ru" for r in rows) == per_language
+    assert sum(r["language"] == "ru" for r in rows) == per_language["ru"]
 
 
-def test_the_second_ordinary_answers_share_no_sentence_with_the_first_or_any_training_text():
-    from autovalidators.data_prep.gate_sets import ORDINARY_ANSWERS, ORDINARY_ANSWERS_V2
+@pytest.mark.parametrize("later, earlier", [("ORDINARY_ANSWERS_V2", ["ORDINARY_ANSWERS"]),
+                                            ("ORDINARY_ANSWERS_V3", ["ORDINARY_ANSWERS", "ORDINARY_ANSWERS_V2"])])
+def test_each_later_set_of_ordinary_answers_shares_no_sentence_with_the_earlier_ones_or_any_training_text(later, earlier):
+    from autovalidators.data_prep import gate_sets
     from autovalidators.data_prep.io import read_jsonl
     from autovalidators.inference.text import split_sentences
 
     def sentences(texts):
         return {s.text.strip().rstrip(".") for text in texts for s in split_sentences(text)}
 
-    others = [r["text"] for path in [ORDINARY_ANSWERS, *ORDINARY_ANSWERS.parent.glob("assistant_instructions*.jsonl")]
+    instructions = gate_sets.ORDINARY_ANSWERS.parent.glob("assistant_instructions*.jsonl")
+    others = [r["text"] for path in [*(getattr(gate_sets, name) for name in earlier), *instructions]
               for r in read_jsonl(path)]
     assert len(others) > 1000
-    assert not sentences(r["text"] for r in read_jsonl(ORDINARY_ANSWERS_V2)) & sentences(others)
+    assert not sentences(r["text"] for r in read_jsonl(getattr(gate_sets, later))) & sentences(others)
 
 
 def test_the_appropriate_forum_texts_are_the_rows_the_tone_source_keeps_and_never_trains_on(tmp_path):
