@@ -186,21 +186,22 @@ def label_distill(
     weight: float = typer.Option(0.5, help="the teachers' share of each known target, in (0, 0.5]"),
     threads: Optional[int] = typer.Option(None, help="onnxruntime threads per teacher"),
     labels: Optional[str] = typer.Option(None, help="comma-separated labels to soften (default: every label the teachers score)"),
+    sources: Optional[str] = typer.Option(None, help="comma-separated sources (the records' `source`) to soften; the others keep their gold targets (default: all)"),
 ) -> None:
     """Soft targets: each known label mixed towards the mean score of the teachers that read the text."""
     from ..io import DataError
     from .distill import distill_file
 
     try:
-        report = distill_file(input_path, output, teacher, weight, threads, _names(labels))
+        report = distill_file(input_path, output, teacher, weight, threads, _names(labels), _names(sources))
     except (DataError, ValueError, OSError) as exc:
         raise _fail(str(exc)) from None
     for line in report.bad_lines:
         console.print(f"[yellow]skipped[/yellow] {line}")
     scored = ", ".join(f"{name}: {n}" for name, n in report.teachers.items())
     console.print(f"wrote {output}: {report.softened} of {report.records} records softened "
-                  f"({report.gold_only} read by no teacher keep their gold targets, "
-                  f"{report.records - report.softened - report.gold_only} hold no softened label; "
+                  f"({report.gold_only} read by no teacher and {report.other_sources} of other sources keep their gold targets, "
+                  f"{report.records - report.softened - report.gold_only - report.other_sources} hold no softened label; "
                   f"scored per teacher: {scored})")
     if report.bad_lines:
         console.print(f"[red]{len(report.bad_lines)} bad line(s) skipped[/red]")

@@ -11,6 +11,10 @@ of the mean of the MiniLM and 12-layer e5 scores is above either alone), and a s
 towards that mean can carry part of the gain in one model's cost. The gold share keeps every
 target on its side of 0.5 whenever `weight` <= 0.5, so positives stay positives for `pos_weight`.
 
+`sources` limits the teaching to records of those sources (`source` field): a further pass that must learn
+new neutral texts while keeping the shipped model's reading of the abusive sources (learning without
+forgetting) distils only those, and the new texts keep their gold targets.
+
 Teachers are the shipped ONNX models run as at serving time (`ToneValidator.scores`: the same windows
 and int8 weights, the model's own scores without the lexicon's `lexicon_labels`), never torch.
 """
@@ -46,6 +50,7 @@ class DistillReport:
     records: int = 0
     softened: int = 0
     gold_only: int = 0
+    other_sources: int = 0  # records outside `sources`: not scored, gold kept
     bad_lines: list[str] = field(default_factory=list)
     teachers: dict[str, int] = field(default_factory=dict)  # teacher name -> records it scored
 
@@ -70,17 +75,21 @@ def soften(record: dict, teacher_scores: dict[str, float], weight: float,
 
 
 def distill_records(records: Sequence[dict], teachers: Sequence[Teacher], weight: float,
-                    batch: int = 256, labels: Sequence[str] | None = None) -> tuple[list[dict], DistillReport]:
+                    batch: int = 256, labels: Sequence[str] | None = None,
+                    sources: Sequence[str] | None = None) -> tuple[list[dict], DistillReport]:
     """Soft targets for `records` (each with `text` and `labels`); see the module docstring.
-    `labels` limits the softening to those labels (the others keep their gold targets)."""
+    `labels` limits the softening to those labels (the others keep their gold targets), `sources` to
+    the records of those sources."""
     if not 0.0 < weight <= 0.5:
         raise ValueError(f"weight {weight}: must be in (0, 0.5] so that gold decides which side of 0.5 a target is on")
     report = DistillReport(records=len(records))
     sums: list[dict[str, float]] = [{} for _ in records]
     counts: list[dict[str, int]] = [{} for _ in records]
     languages = [language_of(r["text"]) for r in records]
+    taught = [sources is None or r.get("source") in sources for r in records]
+    report.other_sources = taught.count(False)
     for teacher in teachers:
-        read = [i for i, language in enumerate(languages) if teacher.reads(language)]
+        read = [i for i, language in enumerate(languages) if taught[i] and teacher.reads(language)]
         report.teachers[teacher.name] = len(read)
         for start in range(0, len(read), batch):
             chunk = read[start:start + batch]
@@ -90,10 +99,10 @@ def distill_records(records: Sequence[dict], teachers: Sequence[Teacher], weight
                     sums[index][label] = sums[index].get(label, 0.0) + float(scores[row, column])
                     counts[index][label] = counts[index].get(label, 0) + 1
     out = []
-    for record, total, count in zip(records, sums, counts):
+    for record, total, count, is_taught in zip(records, sums, counts, taught):
         if not count:
             out.append(record)
-            report.gold_only += 1
+            report.gold_only += is_taught
             continue
         out.append(soften(record, {label: total[label] / count[label] for label in total}, weight, labels))
         # Counted when a target moved: under --labels a record may hold none of the softened labels.
@@ -117,7 +126,8 @@ def read_training_records(path: Path) -> tuple[list[dict], list[str]]:
 
 
 def distill_file(input_path: Path, output_path: Path, teacher_folders: Sequence[Path], weight: float,
-                 threads: int | None = None, labels: Sequence[str] | None = None) -> DistillReport:
+                 threads: int | None = None, labels: Sequence[str] | None = None,
+                 sources: Sequence[str] | None = None) -> DistillReport:
     if not input_path.is_file():
         raise DataError(f"{input_path}: no such file")
     if not teacher_folders:
@@ -128,7 +138,10 @@ def distill_file(input_path: Path, output_path: Path, teacher_folders: Sequence[
     if unknown:
         raise ValueError(f"--labels {unknown}: no teacher scores them (theirs: {sorted(scored)})")
     records, bad_lines = read_training_records(input_path)
-    distilled, report = distill_records(records, teachers, weight, labels=labels)
+    absent = sorted(set(sources or ()) - {r.get("source") for r in records})
+    if absent:
+        raise ValueError(f"--sources {absent}: no record of {input_path} comes from them")
+    distilled, report = distill_records(records, teachers, weight, labels=labels, sources=sources)
     report.bad_lines = bad_lines
     write_jsonl(output_path, distilled)
     return report

@@ -115,3 +115,23 @@ def test_cli_refuses_a_label_no_teacher_scores(tmp_path):
                     "--teacher", str(REPO / "models" / "tone"), "--labels", "toxicity,sarcasm")
     assert result.exit_code == 2 and "sarcasm" in result.output
     assert not (tmp_path / "o.jsonl").exists()
+
+
+def test_sources_limits_the_teaching_to_their_records_and_the_others_are_not_even_scored():
+    abusive = {**record("you idiot", toxicity=1), "source": "ru_toxic"}
+    written_for_us = {**record("Cut the chicken at the joint.", toxicity=0), "source": "instructions2_en"}
+    model = teacher("shipped", 0.8)
+    out, report = distill_records([abusive, written_for_us], [model], weight=0.5, sources=["ru_toxic"])
+    assert out[0]["labels"]["toxicity"] == pytest.approx(0.9)
+    assert out[1] == written_for_us  # the new neutral text keeps its gold 0, not the teacher's 0.8
+    assert model.validator.seen == ["you idiot"]
+    assert (report.softened, report.other_sources, report.gold_only) == (1, 1, 0)
+
+
+def test_cli_refuses_a_source_the_file_does_not_hold(tmp_path):
+    source = tmp_path / "train.jsonl"
+    source.write_text(json.dumps(record("x", toxicity=1)) + "\n")
+    result = invoke("--input", str(source), "--output", str(tmp_path / "o.jsonl"),
+                    "--teacher", str(REPO / "models" / "tone"), "--sources", "test,olid")
+    assert result.exit_code == 2 and "olid" in result.output
+    assert not (tmp_path / "o.jsonl").exists()
