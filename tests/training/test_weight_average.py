@@ -144,3 +144,20 @@ def test_greedy_by_another_dev_metric_and_an_unknown_one_is_named(tiny_run, seco
     assert all("dev_roc_auc" in i for i in record["weight_average"]["ingredients"])
     with pytest.raises(AverageError, match="'bogus' is not a dev metric of qa_relevance"):
         average_runs(SPEC, [first, second_run], tmp_path / "soup2", config.train, metric="bogus")
+
+
+def test_a_run_without_a_recorded_recipe_averages_in_but_the_recipe_comes_from_one_that_has_it(
+        tiny_run, second_run, tmp_path):
+    config, first = tiny_run
+    by_hand = tmp_path / "shipped_read_back"
+    shutil.copytree(second_run / "best", by_hand / "best")
+    info = json.loads((by_hand / "best" / "run.json").read_text())
+    info.pop("config")
+    (by_hand / "best" / "run.json").write_text(json.dumps(info))
+    record = average_runs(SPEC, [by_hand, first], tmp_path / "soup", config.train, greedy=False)
+    assert record["config"] == json.loads((first / "best" / "run.json").read_text())["config"]
+    assert [i["kept"] for i in record["weight_average"]["ingredients"]] == [True, True]
+    only_by_hand = tmp_path / "second_by_hand"
+    shutil.copytree(by_hand, only_by_hand)
+    with pytest.raises(AverageError, match="records its recipe"):
+        average_runs(SPEC, [by_hand, only_by_hand], tmp_path / "soup2", config.train, greedy=False)
