@@ -108,12 +108,14 @@ def test_labels_limits_the_softening_and_the_others_keep_gold():
     assert (report.softened, report.gold_only, report.records) == (1, 0, 2)
 
 
-def test_cli_refuses_a_label_no_teacher_scores(tmp_path):
+@pytest.mark.parametrize("option, names, unknown", [("--labels", "toxicity,sarcasm", "sarcasm"),
+                                                  ("--sources", "test,olid", "olid")])
+def test_cli_refuses_a_label_no_teacher_scores_or_a_source_the_file_does_not_hold(tmp_path, option, names, unknown):
     source = tmp_path / "train.jsonl"
-    source.write_text(json.dumps(record("x", toxicity=1)) + "\n")
+    source.write_text(json.dumps(record("x", toxicity=1)) + "\n")  # its source is "test"
     result = invoke("--input", str(source), "--output", str(tmp_path / "o.jsonl"),
-                    "--teacher", str(REPO / "models" / "tone"), "--labels", "toxicity,sarcasm")
-    assert result.exit_code == 2 and "sarcasm" in result.output
+                    "--teacher", str(REPO / "models" / "tone"), option, names)
+    assert result.exit_code == 2 and unknown in result.output
     assert not (tmp_path / "o.jsonl").exists()
 
 
@@ -126,12 +128,3 @@ def test_sources_limits_the_teaching_to_their_records_and_the_others_are_not_eve
     assert out[1] == written_for_us  # the new neutral text keeps its gold 0, not the teacher's 0.8
     assert model.validator.seen == ["you idiot"]
     assert (report.softened, report.other_sources, report.gold_only) == (1, 1, 0)
-
-
-def test_cli_refuses_a_source_the_file_does_not_hold(tmp_path):
-    source = tmp_path / "train.jsonl"
-    source.write_text(json.dumps(record("x", toxicity=1)) + "\n")
-    result = invoke("--input", str(source), "--output", str(tmp_path / "o.jsonl"),
-                    "--teacher", str(REPO / "models" / "tone"), "--sources", "test,olid")
-    assert result.exit_code == 2 and "olid" in result.output
-    assert not (tmp_path / "o.jsonl").exists()
