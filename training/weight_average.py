@@ -137,6 +137,13 @@ def average_runs(spec: TaskSpec, runs: Sequence[Path], to: Path, train: TrainCon
             if keep:
                 kept.append(index)
                 soup_metrics = candidate
+    # The first kept ingredient that records a recipe stands for it (base, data, warm start; `export` reads
+    # it); the others are listed. A folder of weights given a run.json by hand (a shipped model read back
+    # from ONNX) records none, so it can be averaged in but cannot lead.
+    with_recipe = [i for i in kept if infos[i].get("config")]
+    if not with_recipe:
+        raise AverageError(f"no kept run records its recipe (a 'config' in best/run.json: "
+                           f"{', '.join(str(runs[i]) for i in kept)}), and export needs one")
     final_state = mean_state([states[i] for i in kept])
     # A greedy soup was measured when its last ingredient went in; a uniform one not yet.
     final_metrics = soup_metrics if greedy else dev_metrics(final_state)
@@ -151,13 +158,6 @@ def average_runs(spec: TaskSpec, runs: Sequence[Path], to: Path, train: TrainCon
                     "weights_sha256": sha256_of(run / "best" / WEIGHTS_FILE), f"dev_{metric}": scores[i],
                     "soup_dev_when_added": tried.get(i), "kept": i in kept}
                    for i, (run, info) in enumerate(zip(runs, infos))]
-    # The first kept ingredient that records a recipe stands for it (base, data, warm start; `export` reads
-    # it); the others are listed. A folder of weights given a run.json by hand (a shipped model read back
-    # from ONNX) records none, so it can be averaged in but cannot lead.
-    with_recipe = [i for i in kept if infos[i].get("config")]
-    if not with_recipe:
-        raise AverageError(f"no kept run records its recipe (a 'config' in best/run.json: "
-                           f"{', '.join(str(runs[i]) for i in kept)}), and export needs one")
     lead = infos[with_recipe[0]]
     record = {**{key: lead.get(key) for key in ("task", "base_model", "base_model_path", "base_model_source",
                                                  "warm_start", "config", "config_source", "data")},

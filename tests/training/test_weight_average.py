@@ -161,3 +161,4 @@ def test_a_run_without_a_recorded_recipe_averages_in_but_the_recipe_comes_from_o
     shutil.copytree(by_hand, only_by_hand)
     with pytest.raises(AverageError, match="records its recipe"):
         average_runs(SPEC, [by_hand, only_by_hand], tmp_path / "soup2", config.train, greedy=False)
+    assert not (tmp_path / "soup2").exists()  # refused before any weights are written
