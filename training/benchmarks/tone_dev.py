@@ -6,7 +6,10 @@ among candidates happens before, on dev. This command scores several model folde
 
 - a prepared tone dev file (`prepare tone` writes `dev_sampled.jsonl`): per neutral source group and
   language the share flagged by a blocking label, the share flagged among the Russian forum messages
-  (`ru_appropriate`), toxicity F1 on the Russian toxic comments and on OLID's dev rows;
+  (`ru_appropriate`), toxicity F1 and ROC-AUC on the Russian toxic comments and on OLID's dev rows
+  (the AUC sees a ranking loss that F1 at a cut chosen on the same dev rows hides: three encoder passes
+  of 2026-12-07 kept dev F1 within 0.005 and lost 0.005 of Russian AUC beyond the interval, and lost
+  held-out Russian toxic F1 too);
 - the identity statements' dev split (held-out groups and wordings of the training ones): hateful
   statements caught and neutral ones flagged, per language;
 - optionally genre files (JSONL with `text`, every text neutral, e.g.
@@ -29,7 +32,7 @@ from autovalidators.inference.gate_quality import bootstrap_interval
 from autovalidators.inference.manifest import load_manifest
 from autovalidators.inference.validators.tone import ToneValidator
 
-from autovalidators.training.benchmarks.tone import abusive_flags, paired_f1_bootstrap
+from autovalidators.training.benchmarks.tone import abusive_flags, paired_auc_bootstrap, paired_f1_bootstrap
 from autovalidators.training.tasks.tone import TONE_LABELS
 
 RESAMPLES = 2000
@@ -67,13 +70,13 @@ def dev_rows(dev_file: Path, neutral_sources: Sequence[str], genre_files: Sequen
     return rows
 
 
-def served_flags(model_dir: Path, texts: Sequence[str], threads: int = 2) -> tuple[np.ndarray, np.ndarray]:
-    """(flagged by any blocking label, flagged for toxicity) per text, as the model serves them."""
+def served_flags(model_dir: Path, texts: Sequence[str], threads: int = 2) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(flagged by any blocking label, flagged for toxicity, toxicity score) per text, as the model serves them."""
     validator = ToneValidator(model_dir, load_manifest(model_dir), threads=threads)
     scores, _ = validator.served_scores(list(texts))
     toxicity = validator.labels.index("toxicity")
     return (abusive_flags(scores, validator.labels, validator.thresholds),
-            scores[:, toxicity] >= validator.thresholds["toxicity"])
+            scores[:, toxicity] >= validator.thresholds["toxicity"], scores[:, toxicity])
 
 
 def paired_rate_bootstrap(ours: np.ndarray, theirs: np.ndarray, *, resamples: int = RESAMPLES,
@@ -101,31 +104,43 @@ def compare(models: Sequence[Path], rows: Sequence[dict[str, Any]], threads: int
         kind = rows[index[0]]["kind"]
         entry: dict[str, Any] = {"rows": int(len(index)), "kind": kind, "models": {}, "versus_first": {}}
         if kind == "rate":
-            for model, (flagged, _) in flags.items():
+            for model, (flagged, _, _) in flags.items():
                 entry["models"][model] = {"flagged": int(flagged[index].sum()), "rate": float(flagged[index].mean())}
                 if model != reference:
                     entry["versus_first"][model] = paired_rate_bootstrap(flagged[index], flags[reference][0][index])
         else:
             gold = np.asarray([rows[i]["gold"] for i in index])
-            for model, (_, toxic) in flags.items():
+            for model, (_, toxic, score) in flags.items():
                 versus = paired_f1_bootstrap(gold, toxic[index], flags[reference][1][index], macro=False)
-                entry["models"][model] = {"f1": versus["ours"]}
+                ranking = paired_auc_bootstrap(gold, score[index], flags[reference][2][index]) \
+                    if 0 < gold.sum() < len(gold) else None
+                entry["models"][model] = {"f1": versus["ours"], "roc_auc": ranking["ours"] if ranking else None}
                 if model != reference:
-                    entry["versus_first"][model] = {k: versus[k] for k in ("difference", "low", "high", "rows")}
+                    entry["versus_first"][model] = {
+                        **{k: versus[k] for k in ("difference", "low", "high", "rows")},
+                        "roc_auc": {k: ranking[k] for k in ("difference", "low", "high")} if ranking else None}
         measures[measure] = entry
     return {"models": [str(m) for m in models], "reference": reference, "resamples": RESAMPLES, "measures": measures}
 
 
 def table_rows(report: dict[str, Any]) -> list[list[str]]:
-    """One printable row per measure: its rows, each model's value, each later model's difference [95%]."""
+    """One printable row per measure (a toxicity measure also prints its ROC-AUC row): its rows, each
+    model's value, each later model's difference [95%]."""
     printed = []
     for measure, entry in report["measures"].items():
         cells = [measure, str(entry["rows"])]
         for model in report["models"]:
             value = entry["models"][model]
             cells.append(f"{value['flagged']} ({value['rate']:.1%})" if entry["kind"] == "rate" else f"{value['f1']:.3f}")
-        for model in report["models"][1:]:
-            d = entry["versus_first"][model]
-            cells.append(f"{d['difference']:+.3f} [{d['low']:+.3f}, {d['high']:+.3f}]")
+        cells += [_difference(entry["versus_first"][model]) for model in report["models"][1:]]
         printed.append(cells)
+        if entry["kind"] == "toxicity" and entry["models"][report["reference"]]["roc_auc"] is not None:
+            printed.append([measure.replace("toxicity F1", "toxicity ROC-AUC"), str(entry["rows"]),
+                            *(f"{entry['models'][model]['roc_auc']:.4f}" for model in report["models"]),
+                            *(_difference(entry["versus_first"][model]["roc_auc"], digits=4)
+                              for model in report["models"][1:])])
     return printed
+
+
+def _difference(d: dict[str, float], digits: int = 3) -> str:
+    return f"{d['difference']:+.{digits}f} [{d['low']:+.{digits}f}, {d['high']:+.{digits}f}]"

@@ -13,7 +13,8 @@ import autovalidators.training.cli  # noqa: F401  (registers the training comman
 from autovalidators.data_prep.io import DataError, write_jsonl
 from autovalidators.data_prep.tone.statements import DEFAULT_PATH, statement_records
 from autovalidators.inference.cli import app
-from autovalidators.training.benchmarks.tone_dev import compare, dev_rows
+from autovalidators.training.benchmarks.tone import paired_auc_bootstrap
+from autovalidators.training.benchmarks.tone_dev import compare, dev_rows, table_rows
 from autovalidators.training.tasks.tone import TONE_LABELS
 
 SHIPPED = Path(__file__).resolve().parents[3] / "models" / "tone"
@@ -59,9 +60,12 @@ def test_each_measure_counts_its_rows_and_the_reference_minus_itself_is_zero(dev
     assert len(rows) == 5 + len(dev_statements) + 3  # the davidson row is not measured
     # The shipped model tells the abusive comment from the polite one.
     assert measures["toxicity F1, Russian toxic comments"]["models"][str(SHIPPED)]["f1"] == 1.0
+    assert measures["toxicity F1, Russian toxic comments"]["models"][str(SHIPPED)]["roc_auc"] == 1.0
     for entry in measures.values():
         versus = entry["versus_first"][str(same)]
         assert versus["difference"] == versus["low"] == versus["high"] == 0.0
+        if entry["kind"] == "toxicity":
+            assert versus["roc_auc"] == {"difference": 0.0, "low": 0.0, "high": 0.0}
 
 
 def test_a_dev_line_without_a_source_is_named_by_file_and_line(tmp_path):
@@ -93,3 +97,25 @@ def test_the_command_writes_its_report(dev_file, tmp_path):
     for measure in ("forum messages flagged (ru)", "neutral en flagged", "neutral ru flagged"):
         assert report["measures"][measure]["models"][str(SHIPPED)]["flagged"] == 0, measure
     assert report["measures"]["toxicity F1, Russian toxic comments"]["models"][str(SHIPPED)]["f1"] == 1.0
+
+
+def test_the_paired_auc_sees_a_ranking_loss_and_a_toxicity_measure_prints_its_auc_row():
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    gold = rng.random(400) < 0.4
+    ranks_well = gold + rng.normal(0, 0.5, 400)  # toxic rows mostly above the polite ones
+    ranks_worse = gold + rng.normal(0, 1.5, 400)
+    versus = paired_auc_bootstrap(gold, ranks_worse, ranks_well)
+    assert versus["difference"] < 0 and versus["high"] < 0 and versus["ours"] < versus["theirs"]
+    same = paired_auc_bootstrap(gold, ranks_well, ranks_well)
+    assert same["difference"] == same["low"] == same["high"] == 0.0
+    with pytest.raises(ValueError, match="both classes"):
+        paired_auc_bootstrap(np.ones(5, dtype=bool), ranks_well[:5], ranks_well[:5])
+    report = {"models": ["a", "b"], "reference": "a", "measures": {"toxicity F1, OLID dev rows": {
+        "rows": 400, "kind": "toxicity", "models": {"a": {"f1": 0.8, "roc_auc": 0.9}, "b": {"f1": 0.79, "roc_auc": 0.88}},
+        "versus_first": {"b": {"difference": -0.01, "low": -0.02, "high": 0.0, "rows": 400,
+                               "roc_auc": {"difference": -0.02, "low": -0.03, "high": -0.01}}}}}}
+    assert table_rows(report) == [
+        ["toxicity F1, OLID dev rows", "400", "0.800", "0.790", "-0.010 [-0.020, +0.000]"],
+        ["toxicity ROC-AUC, OLID dev rows", "400", "0.9000", "0.8800", "-0.0200 [-0.0300, -0.0100]"]]
