@@ -7,9 +7,9 @@ among candidates happens before, on dev. This command scores several model folde
 - a prepared tone dev file (`prepare tone` writes `dev_sampled.jsonl`): per neutral source group and
   language the share flagged by a blocking label, the share flagged among the Russian forum messages
   (`ru_appropriate`), toxicity F1 and ROC-AUC on the Russian toxic comments and on OLID's dev rows
-  (the AUC sees a ranking loss that F1 at a cut chosen on the same dev rows hides: three encoder passes
-  of 2026-12-07 kept dev F1 within 0.005 and lost 0.005 of Russian AUC beyond the interval, and lost
-  held-out Russian toxic F1 too);
+  (the AUC sees a ranking loss that F1 at a cut chosen on the same dev rows hides: three candidates of
+  2026-12-07 kept dev F1 within 0.005 and lost about 0.005 of Russian AUC beyond the interval; the two
+  scored held out lost Russian toxic F1 there);
 - the identity statements' dev split (held-out groups and wordings of the training ones): hateful
   statements caught and neutral ones flagged, per language;
 - optionally genre files (JSONL with `text`, every text neutral, e.g.
