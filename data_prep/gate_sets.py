@@ -17,6 +17,12 @@ Answers, and where their labels come from:
 - WikiQA: good = a sentence people judged to answer the question; bad = one from the same article
   that does not (grounded but off the question). Context = the article's sentences.
 
+Written Russian answers (`written_ru_dev.jsonl`, `written_ru_test.jsonl`, apart from the files
+above so `calibrate` on `dev_real.jsonl` fits what it did): answers to TyDi-ru questions written the
+way LLMs answer, faithful (good) or with marked errors (bad), from
+`samples/fact_spans/written_errors_ru.jsonl` (`fact_spans.written_errors`); its split is the one
+TyDi-ru's articles have here.
+
 Tone texts: neutral sentences of XQuAD, SQuAD2 and TyDi-ru contexts and RAGTruth answers, abusive
 OLID, Davidson and Russian toxic comments (`tone_texts`), 50 ordinary assistant answers a
 language on sensitive subjects, written for this project (`samples/tone/ordinary_answers.jsonl`),
@@ -44,6 +50,7 @@ from typing import Any, Iterable
 from autovalidators.inference.text import split_sentences
 
 from .fact_spans.converters import read_faithbench, read_ragtruth_subset, read_squad
+from .fact_spans.written_errors import read_written_errors
 from .fact_spans.schema import SpanLabel
 from .io import read_jsonl
 from .squad import iter_squad
@@ -291,11 +298,25 @@ def appropriate_unseen(root: Path, tone_config: Any) -> list[str]:
     return tone_unseen(texts, "ru_appropriate", tone_config)
 
 
+def written_cases(split: str) -> list[dict[str, Any]]:
+    """The written Russian answers of `split` as gate cases (bad: the writer marked an error;
+    `meta.error_kinds` says which kinds)."""
+    cases = []
+    for record in read_written_errors(split=split):
+        bad = bool(record["errors"])
+        case = _case(record["id"], record["question"], record["context"], record["answer"], "bad" if bad else "good",
+                     dataset="written_ru", task="QA", language="ru", kind="hallucinated" if bad else "faithful",
+                     group=record["title"])
+        case["meta"]["error_kinds"] = sorted({e["kind"] for e in record["errors"]})
+        cases.append(case)
+    return cases
+
+
 def build_gate_sets(out: Path, root: Path = DATASETS, *, per_reading_set: int = 150, faithbench: int = 300,
                     wikiqa: int = 120, tone_neutral_per_set: int = 1000, tone_abusive_per_set: int = 200
                     ) -> dict[str, Any]:
-    """Writes dev.jsonl (and its real answers alone, dev_real.jsonl), test.jsonl and tone.jsonl under
-    `out`; returns counts per split and set."""
+    """Writes dev.jsonl (and its real answers alone, dev_real.jsonl), test.jsonl, tone.jsonl and the
+    written Russian answers (written_ru_<split>.jsonl) under `out`; returns counts per split and set."""
     out.mkdir(parents=True, exist_ok=True)
     cases = [*ragtruth_cases(root), *faithbench_cases(root, faithbench),
              *reading_cases(root / "xquad" / "xquad.en.json", "xquad", "en", per_reading_set),
@@ -318,6 +339,11 @@ def build_gate_sets(out: Path, root: Path = DATASETS, *, per_reading_set: int = 
         for row in rows:
             tally[f"{row['meta']['dataset']}/{row['meta']['language']}/{row['label']}"] += 1
         counts[split] = dict(sorted(tally.items()))
+        written = written_cases(split)
+        with open(out / f"written_ru_{split}.jsonl", "w", encoding="utf-8") as handle:
+            for row in written:
+                handle.write(json.dumps(row, ensure_ascii=False) + "\n")
+        counts[f"written_ru_{split}"] = {label: sum(c["label"] == label for c in written) for label in ("good", "bad")}
     texts = list(tone_texts(root, tone_neutral_per_set, tone_abusive_per_set))
     with open(out / "tone.jsonl", "w", encoding="utf-8") as handle:
         for row in texts:

@@ -10,7 +10,9 @@ span score come from sentence support), only the character spans a reader is poi
 Every judged set is scored: `--split dev` reads `answers/dev.jsonl` (where a mode is chosen),
 `--split test` the rows `benchmark fact-spans --leave-one-out` scores (RAGTruth and FaithBench
 `heldout/`, the others `answers/test.jsonl`); both add the swapped-answer cases of `prepare
-gate-sets` (English and Russian; `SWAPPED_SETS`). Per set: example P/R/F1 (the same in every mode);
+gate-sets` (English and Russian; `SWAPPED_SETS`) and the written Russian answers of the same split
+(`WRITTEN_SETS`: natural errors marked by their writers, `data_prep/fact_spans/written_errors.py`).
+Per set: example P/R/F1 (the same in every mode);
 on sets with character labels, each mode (`MODES`, one mode in every language) with character
 P/R/F1 and, against the first (the whole sentence), a paired bootstrap; `shipped` is the default
 validator, whose mode depends on the answer's language (`LANGUAGE_SPAN_MODES`).
@@ -21,6 +23,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from autovalidators.data_prep.fact_spans.written_errors import as_span_records, read_written_errors
 from autovalidators.data_prep.io import read_jsonl
 from autovalidators.inference.validators.heuristic import SUPPORTED_AT, TASK_SUPPORTED_AT, HeuristicFactSpans
 
@@ -51,6 +54,9 @@ SPAN_SETS = ("ragtruth/QA", "ragtruth/Summary", "ragtruth/Data2txt", "faithbench
 # Constructed, English and Russian: XQuAD / TyDi answers with another question's answer swapped in
 # (`prepare gate-sets`, `meta.unsupported`); the only Russian spans this repository has.
 SWAPPED_SETS = ("swapped/en", "swapped/ru")
+# Written, Russian: answers as LLMs write them, faithful or with marked errors (a wrong number in a
+# paraphrase, a wrong adjective, a plausible sentence the passage lacks).
+WRITTEN_SETS = ("written/ru",)
 
 
 def swapped_rows(gate_sets: Path, split: str) -> dict[str, tuple[str, list[dict]]]:
@@ -68,11 +74,16 @@ def swapped_rows(gate_sets: Path, split: str) -> dict[str, tuple[str, list[dict]
     return {name: ("judged", by_set[name]) for name in SWAPPED_SETS if name in by_set}
 
 
+def written_rows(split: str) -> dict[str, tuple[str, list[dict]]]:
+    """The written Russian answers of `split` (`WRITTEN_SETS`), as span records with their questions."""
+    return {"written/ru": ("span", as_span_records(read_written_errors(split=split)))}
+
+
 def rows_of(data_dir: Path, split: str, gate_sets: Path) -> dict[str, tuple[str, list[dict]]]:
     """Span-labelled rows per set: name -> (kind, records), kind as in `fact_spans_loo`."""
     if split not in ("dev", "test"):
         raise ValueError(f"split {split!r}: choose dev or test")
-    swapped = swapped_rows(gate_sets, split)
+    swapped = {**swapped_rows(gate_sets, split), **written_rows(split)}
     if split == "test":
         return {**held_out_sets(data_dir), **swapped}
     path = data_dir / "answers" / "dev.jsonl"
