@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from .records import parse_record, record_checks
-from .text import (NEGATIONS, Sentence, Token, content_stems, is_known, plain_spelling, split_sentences, stems_of,
-                   tokenize, unsupported_phrases)
+from .text import (NEGATIONS, Sentence, Token, content_stems, is_known, language_of, plain_spelling,
+                   split_sentences, stems_of, tokenize, unsupported_phrases)
 
 # Stylistic filler that is neither a claim nor a hallucination.
 NOISE_PATTERNS = [
@@ -46,7 +46,7 @@ ABSTENTION_PATTERNS = [
     r"\bno information\b", r"\bi('m| am) not sure\b", r"\bunknown\b",
     r"\bнет (данных|информации|сведений)\b", r"\bнедостаточно (данных|информации|сведений)\b",
     r"\bне (могу|можем|удалось) (ответить|определить|сказать|найти|подтвердить)\b",
-    r"\bне (знаю|известно|указан\w*|упомина\w+|сказано|говорится)\b", r"\bнет ответа\b",
+    r"\bне (знаю|известно|указан\w*|упомина\w+|сказано|говорится|назван\w*|приводится|сообщается|уточняется)\b", r"\bнет ответа\b",
     r"\bв (контексте|документ\w*|тексте|источник\w*) (нет|не)\b",
 ]
 # Hedging lowers specificity: a hedged wrong answer is vague, not a confident hallucination.
@@ -136,8 +136,25 @@ def is_name(token: Token, sentence: str) -> bool:
     return bool(before) and before[-1] not in _CLAUSE_OPENERS
 
 
-def sentence_support(answer: str, context: str) -> list[SentenceSupport]:
-    """Per answer sentence: how much of it the context supports."""
+def says_what_the_source_lacks(sentence: str, unknown: Sequence[Token], question: str) -> bool:
+    """The sentence only reports what the passage does not say ("В отрывке точная дата выпуска не
+    указана."): an abstention phrase, and no number or name that neither the context nor the
+    question holds (`unknown`: the sentence's numbers and names the context lacks). It makes no
+    claim about the world a lexical check could verify, so it is read as noise, not as an
+    unsupported claim."""
+    if not _ABSTENTION.search(plain_spelling(sentence)):
+        return False
+    asked = {t.stem for t in tokenize(question)}
+    asked_prefixes = {stem[:NAME_PREFIX] for stem in asked}
+    return all(t.stem in asked if t.is_number else t.stem[:NAME_PREFIX] in asked_prefixes for t in unknown)
+
+
+def sentence_support(answer: str, context: str, question: str = "",
+                     source_lacks_languages: frozenset[str] = frozenset()) -> list[SentenceSupport]:
+    """Per answer sentence: how much of it the context supports. In the answer languages of
+    `source_lacks_languages`, a sentence that only says what the passage lacks
+    (`says_what_the_source_lacks`) is noise."""
+    reads_source_lacks = language_of(answer) in source_lacks_languages
     context_tokens = tokenize(context)
     context_stems = stems_of(context_tokens)
     context_prefixes: set[str] | None = None  # built on the first name the context lacks
@@ -171,6 +188,11 @@ def sentence_support(answer: str, context: str) -> list[SentenceSupport]:
         if candidates and context_prefixes is None:
             context_prefixes = {t.stem[:NAME_PREFIX] for t in context_tokens if len(t.stem) >= NAME_PREFIX}
         missing_names = tuple(t.text for t in candidates if t.stem[:NAME_PREFIX] not in context_prefixes)
+        unknown = [t for t, ok in zip(tokens, supported) if not ok and t.is_number and not t.is_stopword]
+        unknown += [t for t in candidates if t.stem[:NAME_PREFIX] not in context_prefixes]
+        if reads_source_lacks and says_what_the_source_lacks(sentence.text, unknown, question):
+            results.append(SentenceSupport(sentence, True, 1.0, (), False))
+            continue
         support = capped_support(support, bool(missing_numbers), mismatch, bool(checks.conflicts), bool(missing_names))
         results.append(SentenceSupport(sentence, False, support, missing_numbers, mismatch, checks.conflicts,
                                        missing_names, tuple(tokens), supported))

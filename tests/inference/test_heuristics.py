@@ -138,6 +138,7 @@ def test_specificity_separates_concrete_from_hedged():
     ("The context does not mention the Mars office.", True),
     ("К сожалению, у меня нет информации об этом.", True),
     ("Недостаточно данных, чтобы ответить.", True),
+    ("В отрывке не назван конкретный изобретатель гранаты.", True),
     ("Yes, the Mars office opens in 2027.", False),
     ("I don't know for sure, but the Mars office opens on 12 May 2027 in Olympus Mons.", False),
 ])
@@ -419,6 +420,37 @@ def test_the_default_heuristic_marks_a_russian_swap_narrowly_and_an_english_sent
     assert (whole.precision, whole.hallucination_score) == (ru.precision, ru.hallucination_score)
     with pytest.raises(ValueError, match="span_mode 'words'"):
         HeuristicFactSpans(language_modes={"ru": ("words", 1)})
+
+
+SANTA_PRASSEDE = ("Базилика Санта-Прасседе была построена папой Пасхалием I около 817 года и в общих чертах "
+                  "сохранила свой первоначальный облик.")
+
+
+@pytest.mark.parametrize("sentence, flagged", [
+    ("В отрывке точная дата создания капеллы не указана.", False),
+    # the question's name, restated: still only what the passage lacks
+    ("В приведённом фрагменте капелла святого Зенона не упоминается.", False),
+    # a name neither the passage nor the question holds is a claim, whatever the phrasing
+    ("В отрывке не сказано, что капеллу расписал Микеланджело.", True),
+    ("В тексте не говорится, что базилику перестроили в 1950 году.", True),
+    # no phrase of a source lacking something: the unsupported claim is flagged as before
+    ("Капелла была создана в 1950 году.", True),
+])
+def test_a_russian_sentence_that_only_says_what_the_passage_lacks_is_noise(sentence, flagged):
+    from autovalidators.inference.case import Case
+    from autovalidators.inference.validators.heuristic import HeuristicFactSpans
+
+    case = Case(id="ru", question="Когда была создана капелла святого Зенона в базилике Санта-Прасседе?",
+                context=[SANTA_PRASSEDE], answer=f"{sentence} Базилика построена около 817 года.")
+    output = HeuristicFactSpans().predict([case])[0]
+    assert output.hallucinated is flagged
+    if not flagged:
+        assert _labelled(output.spans)[0] == ("NOISE", sentence) and output.precision == 1.0
+    # English keeps reading such a sentence as a claim (measured held out; it did not carry there).
+    english = Case(id="en", question="When was the chapel built?", context=["The basilica was built around 817."],
+                   answer="The passage does not state when the chapel was built.")
+    assert HeuristicFactSpans().predict([english])[0].hallucinated
+    assert not HeuristicFactSpans(source_lacks_languages=frozenset({"en"})).predict([english])[0].hallucinated
 
 
 def test_a_data_to_text_paraphrase_is_not_flagged_but_a_wrong_number_or_negation_still_is():
