@@ -28,7 +28,14 @@ _INVISIBLE = "\u00ad\u200b-\u200d\u2060\ufeff"
 # their word and are dropped from its text; they used to split it in two, so it matched nothing.
 _ACCENTS = "\u0300-\u036f"
 _LETTERS = rf"(?:[^\W\d_][{_ACCENTS}{_INVISIBLE}]*)+"
-_TOKEN = re.compile(WRITTEN_NUMBER.pattern + rf"|{_LETTERS}(?:['’-]{_LETTERS})*|\d+", re.UNICODE)
+# Thousands set apart by a space, as Russian and SI typography write them ("1 350 000", "11 164 мм",
+# often with a no-break or thin space): one number, the same as "1350000" and "1,350,000". Each group
+# after the first has three digits, and the first at most three, so "в 1941 году 12 танков" and
+# "1941 200" stay two numbers.
+_NUMBER_SPACES = " \u00a0\u2009\u202f"
+GROUPED_NUMBER = re.compile(rf"(?<![\d.,])\d{{1,3}}(?:[{_NUMBER_SPACES}]\d{{3}})+(?:,\d+)?(?!\d)")
+_TOKEN = re.compile(GROUPED_NUMBER.pattern + "|" + WRITTEN_NUMBER.pattern + rf"|{_LETTERS}(?:['’-]{_LETTERS})*|\d+",
+                    re.UNICODE)
 _ACCENT = re.compile(f"[{_ACCENTS}{_INVISIBLE}]")
 # What is not spelling, once a text is composed (NFC): the two stress marks (acute, grave) left on a
 # letter with no code point of its own ("а́"; "é" has one and keeps its accent) and the invisible
@@ -153,7 +160,8 @@ def language_of(text: str) -> str:
 
 def normalize_number(text: str) -> str:
     """'1,000' and '1000' are the same number; '3,5' (ru decimal) and '3.5' too; '4.0' (a structured
-    context's star rating) and '4', '4.50' and '4.5' too."""
+    context's star rating) and '4', '4.50' and '4.5' too; '1 350' (a space between thousands) and '1350'."""
+    text = re.sub(f"[{_NUMBER_SPACES}]", "", text)
     if re.fullmatch(r"\d{1,3}(,\d{3})+", text):
         return text.replace(",", "")
     value = text.replace(",", ".")

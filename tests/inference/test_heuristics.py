@@ -16,6 +16,25 @@ def test_tokens_keep_digits_and_numbers_are_distinct_claims():
     assert "3.5" in stems
 
 
+@pytest.mark.parametrize("text, numbers", [
+    ("Население 1 350 000 человек.", ["1350000"]),
+    ("Население 1\u00a0350\u00a0000 человек.", ["1350000"]),  # a no-break space, as Wikipedia writes it
+    ("Длина 11\u202f164 мм, площадь 1 350,5 км².", ["11164", "1350.5"]),
+    ("В 1941 году 12 танков, в 1941 200 самолётов.", ["1941", "12", "1941", "200"]),  # not thousands
+    ("Около 2 500 млн рублей.", ["2500000000"]),
+])
+def test_thousands_set_apart_by_a_space_are_one_number(text, numbers):
+    assert [t.stem for t in tokenize(text) if t.is_number] == numbers
+
+
+def test_a_number_written_with_spaced_thousands_meets_its_other_spellings():
+    context = "По переписи 2010 года в городе проживали 1350000 человек."
+    same = heuristics.sentence_support("В городе проживали 1 350 000 человек.", context)[0]
+    changed = heuristics.sentence_support("В городе проживали 1 360 000 человек.", context)[0]
+    assert same.support == 1.0 and not same.unsupported_numbers
+    assert changed.support <= heuristics.MISSING_CLAIM_CAP and changed.unsupported_numbers == ("1 360 000",)
+
+
 def test_changed_number_is_not_supported():
     context = "The metropolitan area has a population of 67 million people."
     same = heuristics.sentence_support("The metropolitan area has 67 million people.", context)[0]
