@@ -17,11 +17,11 @@ Answers, and where their labels come from:
 - WikiQA: good = a sentence people judged to answer the question; bad = one from the same article
   that does not (grounded but off the question). Context = the article's sentences.
 
-Written Russian answers (`written_ru_dev.jsonl`, `written_ru_test.jsonl`, apart from the files
-above so `calibrate` on `dev_real.jsonl` fits what it did): answers to TyDi-ru questions written the
-way LLMs answer, faithful (good) or with marked errors (bad), from
-`samples/fact_spans/written_errors_ru.jsonl` (`fact_spans.written_errors`); its split is the one
-TyDi-ru's articles have here.
+Written answers (`written_ru_<split>.jsonl`, `written_en_longform_<split>.jsonl`, apart from the
+files above so `calibrate` on `dev_real.jsonl` fits what it did): answers written the way LLMs
+answer, faithful (good) or with marked errors (bad), from `samples/fact_spans/` (`fact_spans.written_errors`):
+Russian answers to TyDi-ru questions, split as TyDi-ru's articles are here, and English long-form
+answers over TyDi-en articles, split by article.
 
 Tone texts: neutral sentences of XQuAD, SQuAD2 and TyDi-ru contexts and RAGTruth answers, abusive
 OLID, Davidson and Russian toxic comments (`tone_texts`), 50 ordinary assistant answers a
@@ -47,10 +47,10 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any, Iterable
 
-from autovalidators.inference.text import split_sentences
+from autovalidators.inference.text import language_of, split_sentences
 
 from .fact_spans.converters import read_faithbench, read_ragtruth_subset, read_squad
-from .fact_spans.written_errors import read_written_errors
+from .fact_spans.written_errors import WRITTEN_SETS, read_written_errors
 from .fact_spans.schema import SpanLabel
 from .io import read_jsonl
 from .squad import iter_squad
@@ -298,15 +298,16 @@ def appropriate_unseen(root: Path, tone_config: Any) -> list[str]:
     return tone_unseen(texts, "ru_appropriate", tone_config)
 
 
-def written_cases(split: str) -> list[dict[str, Any]]:
-    """The written Russian answers of `split` as gate cases (bad: the writer marked an error;
-    `meta.error_kinds` says which kinds)."""
+def written_cases(split: str, name: str = "written/ru") -> list[dict[str, Any]]:
+    """The written answers of one set (`WRITTEN_SETS`) and `split` as gate cases (bad: the writer
+    marked an error; `meta.error_kinds` says which kinds)."""
+    dataset = name.replace("/", "_")
     cases = []
-    for record in read_written_errors(split=split):
+    for record in read_written_errors(WRITTEN_SETS[name], split=split):
         bad = bool(record["errors"])
         case = _case(record["id"], record["question"], record["context"], record["answer"], "bad" if bad else "good",
-                     dataset="written_ru", task="QA", language="ru", kind="hallucinated" if bad else "faithful",
-                     group=record["title"])
+                     dataset=dataset, task="QA", language=language_of(record["answer"]),
+                     kind="hallucinated" if bad else "faithful", group=record["title"])
         case["meta"]["error_kinds"] = sorted({e["kind"] for e in record["errors"]})
         cases.append(case)
     return cases
@@ -339,11 +340,13 @@ def build_gate_sets(out: Path, root: Path = DATASETS, *, per_reading_set: int = 
         for row in rows:
             tally[f"{row['meta']['dataset']}/{row['meta']['language']}/{row['label']}"] += 1
         counts[split] = dict(sorted(tally.items()))
-        written = written_cases(split)
-        with open(out / f"written_ru_{split}.jsonl", "w", encoding="utf-8") as handle:
-            for row in written:
-                handle.write(json.dumps(row, ensure_ascii=False) + "\n")
-        counts[f"written_ru_{split}"] = {label: sum(c["label"] == label for c in written) for label in ("good", "bad")}
+        for name in WRITTEN_SETS:
+            written = written_cases(split, name)
+            stem = f"{name.replace('/', '_')}_{split}"
+            with open(out / f"{stem}.jsonl", "w", encoding="utf-8") as handle:
+                for row in written:
+                    handle.write(json.dumps(row, ensure_ascii=False) + "\n")
+            counts[stem] = {label: sum(c["label"] == label for c in written) for label in ("good", "bad")}
     texts = list(tone_texts(root, tone_neutral_per_set, tone_abusive_per_set))
     with open(out / "tone.jsonl", "w", encoding="utf-8") as handle:
         for row in texts:

@@ -1,4 +1,4 @@
-"""Russian RAG answers with marked errors, written the way LLMs answer, not constructed by swaps.
+"""RAG answers with marked errors, written the way LLMs answer, not constructed by swaps.
 
 Why: the only Russian spans this repository had were constructed (`prepare gate-sets`' swaps put
 another question's answer inside a copied sentence), and issue 24 measures Russian error spans on
@@ -9,6 +9,11 @@ repository answered each question from its passage, faithfully or with one to th
 named kind, and marked each error's characters. Its `split` follows the gate sets' article split of
 TyDi-ru (`squad_paragraphs_by_split`), so the dev side is where a choice is made and the test side
 is scored once per candidate (`benchmark heuristic-spans`).
+
+`data_prep/samples/fact_spans/written_longform_en.jsonl` is the English counterpart for long-form
+answers: five to nine sentences over two to four passages of a TyDi QA English article, to an open
+question the writer asked (issue 25 measures how many faithful long-form answers the gate accepts).
+`WRITTEN_SETS` names each file's set.
 """
 
 from __future__ import annotations
@@ -19,6 +24,9 @@ from typing import Any
 from autovalidators.data_prep.io import DataError, iter_jsonl
 
 WRITTEN_ERRORS_RU = Path(__file__).resolve().parents[1] / "samples" / "fact_spans" / "written_errors_ru.jsonl"
+WRITTEN_LONGFORM_EN = WRITTEN_ERRORS_RU.with_name("written_longform_en.jsonl")
+# set name (`benchmark heuristic-spans`; `prepare gate-sets` writes `<name with _>_<split>.jsonl`) -> file
+WRITTEN_SETS: dict[str, Path] = {"written/ru": WRITTEN_ERRORS_RU, "written/en_longform": WRITTEN_LONGFORM_EN}
 ERROR_KINDS = ("number", "entity", "attribute", "addition", "negation")
 SPLITS = ("dev", "test")
 _TEXT_FIELDS = ("id", "question", "context", "answer")

@@ -186,16 +186,18 @@ def test_an_appropriateness_row_without_a_score_stops_the_held_out_set_with_its_
         appropriate_unseen(tmp_path, load_tone_config())
 
 
-def test_the_written_russian_answers_are_gate_cases_labelled_by_their_marked_errors():
-    from autovalidators.data_prep.fact_spans.written_errors import read_written_errors
+@pytest.mark.parametrize("name, language", [("written/ru", "ru"), ("written/en_longform", "en")])
+def test_the_written_answers_are_gate_cases_labelled_by_their_marked_errors(name, language):
+    from autovalidators.data_prep.fact_spans.written_errors import WRITTEN_SETS, read_written_errors
     from autovalidators.data_prep.gate_sets import written_cases
 
     for split in ("dev", "test"):
-        records, cases = read_written_errors(split=split), written_cases(split)
+        records, cases = read_written_errors(WRITTEN_SETS[name], split=split), written_cases(split, name)
         assert [c["id"] for c in cases] == [r["id"] for r in records]
         for record, case in zip(records, cases):
             assert case["label"] == ("bad" if record["errors"] else "good")
-            assert case["meta"]["language"] == "ru" and case["meta"]["task"] == "QA"
+            assert case["meta"]["language"] == language and case["meta"]["task"] == "QA"
+            assert case["meta"]["dataset"] == name.replace("/", "_")
             assert case["meta"]["error_kinds"] == sorted({e["kind"] for e in record["errors"]})
             assert (case["question"], case["context"], case["answer"]) == (record["question"], record["context"],
                                                                             record["answer"])

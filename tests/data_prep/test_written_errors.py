@@ -1,6 +1,6 @@
-"""The written Russian answers with marked errors: the shipped file reads clean, holds both splits,
-faithful answers and every kind of error, and a record whose offsets do not hold its marked text
-is a clear error naming file, line and field."""
+"""The written answers with marked errors (Russian short answers, English long-form ones): each
+shipped file reads clean, holds both splits, faithful answers and every kind of error, and a record
+whose offsets do not hold its marked text is a clear error naming file, line and field."""
 
 from __future__ import annotations
 
@@ -8,23 +8,29 @@ import json
 
 import pytest
 
-from autovalidators.data_prep.fact_spans.written_errors import ERROR_KINDS, as_span_records, read_written_errors
+from autovalidators.data_prep.fact_spans.written_errors import (ERROR_KINDS, WRITTEN_SETS, as_span_records,
+                                                                read_written_errors)
+from autovalidators.inference.text import language_of, split_sentences
 from autovalidators.data_prep.io import DataError
 
 
-def test_the_shipped_file_holds_both_splits_faithful_answers_and_every_kind_of_error():
-    records = read_written_errors()
-    assert len(records) >= 150 and len({r["id"] for r in records}) == len(records)
+@pytest.mark.parametrize("name, language, sentences", [("written/ru", "ru", range(1, 7)),
+                                                      ("written/en_longform", "en", range(4, 12))])
+def test_each_shipped_file_holds_both_splits_faithful_answers_and_every_kind_of_error(name, language, sentences):
+    path = WRITTEN_SETS[name]
+    records = read_written_errors(path)
+    assert len(records) >= 100 and len({r["id"] for r in records}) == len(records)
+    assert all(language_of(r["answer"]) == language for r in records)
+    assert all(len(split_sentences(r["answer"])) in sentences for r in records)  # short answers, long-form ones
     for split in ("dev", "test"):
-        part = read_written_errors(split=split)
+        part = read_written_errors(path, split=split)
         assert {r["split"] for r in part} == {split}
         with_errors = [r for r in part if r["errors"]]
         assert 0.3 < len(with_errors) / len(part) < 0.7, split  # both classes, for example F1 and friction
         assert {e["kind"] for r in with_errors for e in r["errors"]} == set(ERROR_KINDS), split
-    # The splits share no passage: a choice made on dev is scored on passages it never saw.
-    assert not {r["context"] for r in read_written_errors(split="dev")} & {r["context"] for r in
-                                                                          read_written_errors(split="test")}
-    assert all(any("а" <= ch <= "я" for ch in r["answer"].lower()) for r in records)  # Russian answers
+    # The splits share no article: a choice made on dev is scored on passages it never saw.
+    assert not ({r["title"] for r in read_written_errors(path, split="dev")}
+                & {r["title"] for r in read_written_errors(path, split="test")})
 
 
 def test_span_records_mark_the_error_characters_and_keep_the_question():

@@ -10,7 +10,7 @@ span score come from sentence support), only the character spans a reader is poi
 Every judged set is scored: `--split dev` reads `answers/dev.jsonl` (where a mode is chosen),
 `--split test` the rows `benchmark fact-spans --leave-one-out` scores (RAGTruth and FaithBench
 `heldout/`, the others `answers/test.jsonl`); both add the swapped-answer cases of `prepare
-gate-sets` (English and Russian; `SWAPPED_SETS`) and the written Russian answers of the same split
+gate-sets` (English and Russian; `SWAPPED_SETS`) and the written answers of the same split
 (`WRITTEN_SETS`: natural errors marked by their writers, `data_prep/fact_spans/written_errors.py`).
 Per set: example P/R/F1 (the same in every mode);
 on sets with character labels, each mode (`MODES`, one mode in every language) with character
@@ -23,7 +23,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from autovalidators.data_prep.fact_spans.written_errors import as_span_records, read_written_errors
+from autovalidators.data_prep.fact_spans.written_errors import WRITTEN_SETS, as_span_records, read_written_errors
 from autovalidators.data_prep.io import read_jsonl
 from autovalidators.inference.validators.heuristic import SUPPORTED_AT, TASK_SUPPORTED_AT, HeuristicFactSpans
 
@@ -54,9 +54,9 @@ SPAN_SETS = ("ragtruth/QA", "ragtruth/Summary", "ragtruth/Data2txt", "faithbench
 # Constructed, English and Russian: XQuAD / TyDi answers with another question's answer swapped in
 # (`prepare gate-sets`, `meta.unsupported`); the only Russian spans this repository has.
 SWAPPED_SETS = ("swapped/en", "swapped/ru")
-# Written, Russian: answers as LLMs write them, faithful or with marked errors (a wrong number in a
-# paraphrase, a wrong adjective, a plausible sentence the passage lacks).
-WRITTEN_SETS = ("written/ru",)
+# Written: answers as LLMs write them, faithful or with marked errors (a wrong number in a paraphrase,
+# a wrong adjective, a plausible sentence the passage lacks); Russian short answers and English
+# long-form ones (`written_errors.WRITTEN_SETS`).
 
 
 def swapped_rows(gate_sets: Path, split: str) -> dict[str, tuple[str, list[dict]]]:
@@ -75,8 +75,8 @@ def swapped_rows(gate_sets: Path, split: str) -> dict[str, tuple[str, list[dict]
 
 
 def written_rows(split: str) -> dict[str, tuple[str, list[dict]]]:
-    """The written Russian answers of `split` (`WRITTEN_SETS`), as span records with their questions."""
-    return {"written/ru": ("span", as_span_records(read_written_errors(split=split)))}
+    """The written answers of `split` per set (`WRITTEN_SETS`), as span records with their questions."""
+    return {name: ("span", as_span_records(read_written_errors(path, split=split))) for name, path in WRITTEN_SETS.items()}
 
 
 def rows_of(data_dir: Path, split: str, gate_sets: Path) -> dict[str, tuple[str, list[dict]]]:
