@@ -104,6 +104,9 @@ def benchmark_gate(
             console.print(f"good answers stopped ({language}): " + ", ".join(f"{k} {v}" for k, v in counts.items()))
         for language, counts in quality["bad_accepted_by_kind"].items():
             console.print(f"bad answers served ({language}): " + ", ".join(f"{k} {v}" for k, v in counts.items()))
+        for language, kinds in quality["bad_accepted_by_error"].items():
+            console.print(f"bad answers served, by marked error ({language}): "
+                          + ", ".join(f"{k} {v['served']} of {v['of']}" for k, v in kinds.items()))
         if baseline:
             report["versus_baseline"] = {"baseline": str(baseline), "rows": _print_change(baseline, quality["cases"])}
         plot = plot_rates(quality["groups"]["set"] + quality["groups"]["language"] + quality["groups"]["all"],

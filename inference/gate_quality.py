@@ -122,7 +122,8 @@ def group_row(name: str, good: np.ndarray, accepted: np.ndarray) -> dict[str, An
 
 def evaluate(labelled: Sequence[Labelled], results: Sequence[Result]) -> dict[str, Any]:
     """Friction and miss overall, per language, per task, per dataset x task x language; what stops
-    good answers (failure type) and which kinds of bad answer get through."""
+    good answers (failure type), which kinds of bad answer get through and, where the cases mark their
+    errors (`meta.error_kinds`), how many answers with each kind of error are served."""
     good = np.array([item.good for item in labelled], dtype=bool)
     accepted = np.array([r.decision is Decision.ACCEPT for r in results], dtype=bool)
     keys: dict[str, list[str]] = {
@@ -138,11 +139,19 @@ def evaluate(labelled: Sequence[Labelled], results: Sequence[Result]) -> dict[st
                          for value in sorted(set(values))]
     stopped: dict[str, Counter] = defaultdict(Counter)
     missed: dict[str, Counter] = defaultdict(Counter)
+    # Bad answers whose errors are marked by kind (`meta.error_kinds`: number, entity, ...; the written
+    # sets of `prepare gate-sets`): per kind, how many answers with such an error the gate served.
+    with_error: dict[str, Counter] = defaultdict(Counter)
+    served_error: dict[str, Counter] = defaultdict(Counter)
     for item, result in zip(labelled, results):
         if item.good and result.decision is not Decision.ACCEPT:
             stopped[item.language][f"{result.decision.value} {result.failure_type.value}"] += 1
         if not item.good and result.decision is Decision.ACCEPT:
             missed[item.language][item.kind] += 1
+        if not item.good:
+            for kind in set(item.case.meta.get("error_kinds") or ()):
+                with_error[item.language][kind] += 1
+                served_error[item.language][kind] += result.decision is Decision.ACCEPT
     cases = [{"id": item.case.id, "good": item.good, "accepted": bool(ok), "decision": r.decision.value,
               "failure_type": r.failure_type.value, "language": lang, "task": task, "set": group}
              for item, r, ok, lang, task, group in zip(labelled, results, accepted, keys["language"], keys["task"],
@@ -150,6 +159,8 @@ def evaluate(labelled: Sequence[Labelled], results: Sequence[Result]) -> dict[st
     return {"groups": groups,
             "good_stopped_by": {lang: dict(c.most_common()) for lang, c in sorted(stopped.items())},
             "bad_accepted_by_kind": {lang: dict(c.most_common()) for lang, c in sorted(missed.items())},
+            "bad_accepted_by_error": {lang: {kind: {"served": served_error[lang][kind], "of": total}
+                                             for kind, total in sorted(c.items())} for lang, c in sorted(with_error.items())},
             "cases": cases}
 
 

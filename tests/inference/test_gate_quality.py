@@ -403,3 +403,32 @@ def test_calibrate_names_a_base_config_it_cannot_rewrite(tmp_path):
                                  "--out", str(tmp_path / "g.yaml")])
     assert result.exit_code == 2
     assert "nothing written" in " ".join(result.output.split()) and not (tmp_path / "g.yaml").exists()
+
+
+def test_answers_with_marked_errors_are_counted_served_per_error_kind():
+    from types import SimpleNamespace
+
+    from autovalidators.inference.case import Case
+    from autovalidators.inference.gate_quality import Labelled, evaluate
+    from autovalidators.inference.results import Decision, FailureType
+
+    def item(i: int, good: bool, kinds: list[str]) -> Labelled:
+        case = Case(id=str(i), question="q", answer="a", meta={"dataset": "written_en_longform", "error_kinds": kinds})
+        return Labelled(case, good, "en", "faithful" if good else "hallucinated")
+
+    def result(accepted: bool):
+        return SimpleNamespace(decision=Decision.ACCEPT if accepted else Decision.REJECT,
+                               failure_type=FailureType.NONE if accepted else FailureType.CONFIDENT_HALLUCINATION,
+                               meta={"task": "QA"})
+
+    # A wrong number served, a wrong number and a wrong name stopped, an addition served; a good answer.
+    labelled = [item(0, False, ["number"]), item(1, False, ["entity", "number"]), item(2, False, ["addition"]),
+                item(3, True, [])]
+    quality = evaluate(labelled, [result(True), result(False), result(True), result(True)])
+    assert quality["bad_accepted_by_error"] == {"en": {"addition": {"served": 1, "of": 1},
+                                                       "entity": {"served": 0, "of": 1},
+                                                       "number": {"served": 1, "of": 2}}}
+    assert quality["bad_accepted_by_kind"] == {"en": {"hallucinated": 2}}
+    # Cases that mark no errors add no row.
+    plain = [Labelled(Case(id="p", question="q", answer="a"), False, "en", "hallucinated")]
+    assert evaluate(plain, [result(True)])["bad_accepted_by_error"] == {}
