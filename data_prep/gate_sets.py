@@ -50,8 +50,8 @@ from typing import Any, Iterable
 from autovalidators.inference.text import language_of, split_sentences
 
 from .fact_spans.converters import read_faithbench, read_ragtruth_subset, read_squad
-from .fact_spans.written_errors import WRITTEN_SETS, read_written_errors
 from .fact_spans.schema import SpanLabel
+from .fact_spans.written_errors import WRITTEN_SETS, read_written_errors
 from .io import read_jsonl
 from .squad import iter_squad
 
@@ -317,7 +317,7 @@ def build_gate_sets(out: Path, root: Path = DATASETS, *, per_reading_set: int = 
                     wikiqa: int = 120, tone_neutral_per_set: int = 1000, tone_abusive_per_set: int = 200
                     ) -> dict[str, Any]:
     """Writes dev.jsonl (and its real answers alone, dev_real.jsonl), test.jsonl, tone.jsonl and the
-    written Russian answers (written_ru_<split>.jsonl) under `out`; returns counts per split and set."""
+    written answers (`<set>_<split>.jsonl` per WRITTEN_SETS) under `out`; returns counts per split and set."""
     out.mkdir(parents=True, exist_ok=True)
     cases = [*ragtruth_cases(root), *faithbench_cases(root, faithbench),
              *reading_cases(root / "xquad" / "xquad.en.json", "xquad", "en", per_reading_set),

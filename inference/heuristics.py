@@ -46,7 +46,8 @@ ABSTENTION_PATTERNS = [
     r"\bno information\b", r"\bi('m| am) not sure\b", r"\bunknown\b",
     r"\bнет (данных|информации|сведений)\b", r"\bнедостаточно (данных|информации|сведений)\b",
     r"\bне (могу|можем|удалось) (ответить|определить|сказать|найти|подтвердить)\b",
-    r"\bне (знаю|известно|указан\w*|упомина\w+|сказано|говорится|назван\w*|приводится|сообщается|уточняется)\b", r"\bнет ответа\b",
+    r"\bне (знаю|известно|указан\w*|упомина\w+|сказано|говорится|назван\w*|приводится|сообщается|уточняется)\b",
+    r"\bнет ответа\b",
     r"\bв (контексте|документ\w*|тексте|источник\w*) (нет|не)\b",
 ]
 # Hedging lowers specificity: a hedged wrong answer is vague, not a confident hallucination.
@@ -177,7 +178,8 @@ def sentence_support(answer: str, context: str, question: str = "",
         total = sum(claim_weight(t) for t in content)
         found = sum(claim_weight(t) for t, ok in zip(tokens, in_context) if ok and not t.is_stopword)
         support = found / total if total else 1.0
-        missing_numbers = tuple(t.text for t, ok in zip(tokens, supported) if t.is_number and not t.is_stopword and not ok)
+        number_tokens = [t for t, ok in zip(tokens, supported) if t.is_number and not t.is_stopword and not ok]
+        missing_numbers = tuple(t.text for t in number_tokens)
         negated = bool(NEGATIONS & {t.text for t in tokens})
         # A negation the context never uses flips a claim that otherwise shares all its words,
         # unless it restates a record's false attribute ("does not take reservations").
@@ -187,10 +189,9 @@ def sentence_support(answer: str, context: str, question: str = "",
         candidates = [t for t, ok in zip(tokens, supported) if not ok and is_name(t, sentence.text)]
         if candidates and context_prefixes is None:
             context_prefixes = {t.stem[:NAME_PREFIX] for t in context_tokens if len(t.stem) >= NAME_PREFIX}
-        missing_names = tuple(t.text for t in candidates if t.stem[:NAME_PREFIX] not in context_prefixes)
-        unknown = [t for t, ok in zip(tokens, supported) if not ok and t.is_number and not t.is_stopword]
-        unknown += [t for t in candidates if t.stem[:NAME_PREFIX] not in context_prefixes]
-        if reads_source_lacks and says_what_the_source_lacks(sentence.text, unknown, question):
+        name_tokens = [t for t in candidates if t.stem[:NAME_PREFIX] not in context_prefixes]
+        missing_names = tuple(t.text for t in name_tokens)
+        if reads_source_lacks and says_what_the_source_lacks(sentence.text, number_tokens + name_tokens, question):
             results.append(SentenceSupport(sentence, True, 1.0, (), False))
             continue
         support = capped_support(support, bool(missing_numbers), mismatch, bool(checks.conflicts), bool(missing_names))
