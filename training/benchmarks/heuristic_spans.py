@@ -52,11 +52,8 @@ SUPPORT_THRESHOLDS = (0.45, 0.5, 0.55, 0.6, 0.7, 0.8)
 # scored too, for example F1 alone (every mode flags the same answers).
 SPAN_SETS = ("ragtruth/QA", "ragtruth/Summary", "ragtruth/Data2txt", "faithbench", "xsumfaith", "wice")
 # Constructed, English and Russian: XQuAD / TyDi answers with another question's answer swapped in
-# (`prepare gate-sets`, `meta.unsupported`); the only Russian spans this repository has.
+# (`prepare gate-sets`, `meta.unsupported`); the written sets (`written_rows`) are the natural kind.
 SWAPPED_SETS = ("swapped/en", "swapped/ru")
-# Written: answers as LLMs write them, faithful or with marked errors (a wrong number in a paraphrase,
-# a wrong adjective, a plausible sentence the passage lacks); Russian short answers and English
-# long-form ones (`written_errors.WRITTEN_SETS`).
 
 
 def swapped_rows(gate_sets: Path, split: str) -> dict[str, tuple[str, list[dict]]]:
@@ -75,7 +72,9 @@ def swapped_rows(gate_sets: Path, split: str) -> dict[str, tuple[str, list[dict]
 
 
 def written_rows(split: str) -> dict[str, tuple[str, list[dict]]]:
-    """The written answers of `split` per set (`WRITTEN_SETS`), as span records with their questions."""
+    """The written answers of `split` per set (`WRITTEN_SETS`: Russian short answers, English long-form
+    ones, faithful or with errors marked by their writers: a wrong number in a paraphrase, a wrong
+    adjective, a plausible sentence the passage lacks), as span records with their questions."""
     return {name: ("span", as_span_records(read_written_errors(path, split=split))) for name, path in WRITTEN_SETS.items()}
 
 
@@ -83,9 +82,9 @@ def rows_of(data_dir: Path, split: str, gate_sets: Path) -> dict[str, tuple[str,
     """Span-labelled rows per set: name -> (kind, records), kind as in `fact_spans_loo`."""
     if split not in ("dev", "test"):
         raise ValueError(f"split {split!r}: choose dev or test")
-    swapped = {**swapped_rows(gate_sets, split), **written_rows(split)}
+    constructed_and_written = {**swapped_rows(gate_sets, split), **written_rows(split)}
     if split == "test":
-        return {**held_out_sets(data_dir), **swapped}
+        return {**held_out_sets(data_dir), **constructed_and_written}
     path = data_dir / "answers" / "dev.jsonl"
     if not path.is_file():
         raise FileNotFoundError(f"{path}: missing; run `autovalidators prepare grounding`")
@@ -94,7 +93,7 @@ def rows_of(data_dir: Path, split: str, gate_sets: Path) -> dict[str, tuple[str,
         # the span sets' rows without spans (WiCE's claims, ...) would count as flagged-nowhere answers
         if record["granularity"] == "span" or set_of(record) not in SPAN_SETS:
             by_set.setdefault(set_of(record), []).append(record)
-    return {**{name: ("judged", by_set[name]) for name in SETS if name in by_set}, **swapped}
+    return {**{name: ("judged", by_set[name]) for name in SETS if name in by_set}, **constructed_and_written}
 
 
 def compare_span_modes(data_dir: Path, split: str, gate_sets: Path = Path("out/gate_sets")) -> dict[str, Any]:
