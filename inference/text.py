@@ -33,6 +33,7 @@ _LETTERS = rf"(?:[^\W\d_][{_ACCENTS}{_INVISIBLE}]*)+"
 # after the first has three digits, and the first at most three, so "в 1941 году 12 танков" and
 # "1941 200" stay two numbers.
 _NUMBER_SPACES = " \u00a0\u2009\u202f"
+_NUMBER_SPACE = re.compile(f"[{_NUMBER_SPACES}]")
 GROUPED_NUMBER = re.compile(rf"(?<![\d.,])\d{{1,3}}(?:[{_NUMBER_SPACES}]\d{{3}})+(?:,\d+)?(?!\d)")
 _TOKEN = re.compile(GROUPED_NUMBER.pattern + "|" + WRITTEN_NUMBER.pattern + rf"|{_LETTERS}(?:['’-]{_LETTERS})*|\d+",
                     re.UNICODE)
@@ -161,7 +162,7 @@ def language_of(text: str) -> str:
 def normalize_number(text: str) -> str:
     """'1,000' and '1000' are the same number; '3,5' (ru decimal) and '3.5' too; '4.0' (a structured
     context's star rating) and '4', '4.50' and '4.5' too; '1 350' (a space between thousands) and '1350'."""
-    text = re.sub(f"[{_NUMBER_SPACES}]", "", text)
+    text = _NUMBER_SPACE.sub("", text)
     if re.fullmatch(r"\d{1,3}(,\d{3})+", text):
         return text.replace(",", "")
     value = text.replace(",", ".")

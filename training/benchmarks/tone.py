@@ -101,11 +101,16 @@ def paired_f1_bootstrap(gold: np.ndarray, ours: np.ndarray, theirs: np.ndarray, 
         return (positive + f1_from_counts(tn, fn, fp)) / 2 if macro else positive
 
     mine, previous = f1(ours), f1(theirs)
-    differences = mine[1:] - previous[1:]
+    return _paired_summary(float(mine[0]), float(previous[0]), mine[1:] - previous[1:], len(gold))
+
+
+def _paired_summary(ours: float, theirs: float, differences: np.ndarray, rows: int) -> dict[str, float]:
+    """The observed values, their difference, the 95% interval of the resampled differences and the
+    share of resamples in which ours is not better."""
+    differences = np.asarray(differences, dtype=float)
     low, high = np.quantile(differences, [0.025, 0.975])
-    return {"ours": float(mine[0]), "theirs": float(previous[0]), "difference": float(mine[0] - previous[0]),
-            "low": float(low), "high": float(high), "p_not_better": float(np.mean(differences <= 0)),
-            "rows": int(len(gold))}
+    return {"ours": ours, "theirs": theirs, "difference": ours - theirs, "low": float(low), "high": float(high),
+            "p_not_better": float(np.mean(differences <= 0)), "rows": int(rows)}
 
 
 def paired_auc_bootstrap(gold: np.ndarray, ours: np.ndarray, theirs: np.ndarray, *, resamples: int = 2000,
@@ -124,10 +129,7 @@ def paired_auc_bootstrap(gold: np.ndarray, ours: np.ndarray, theirs: np.ndarray,
     for pick in np.random.default_rng(seed).integers(0, len(gold), size=(resamples, len(gold))):
         if 0 < gold[pick].sum() < len(pick):
             differences.append(roc_auc_score(gold[pick], ours[pick]) - roc_auc_score(gold[pick], theirs[pick]))
-    low, high = np.quantile(differences, [0.025, 0.975])
-    return {"ours": float(mine), "theirs": float(previous), "difference": float(mine - previous),
-            "low": float(low), "high": float(high), "p_not_better": float(np.mean(np.asarray(differences) <= 0)),
-            "rows": int(len(gold))}
+    return _paired_summary(float(mine), float(previous), np.asarray(differences), len(gold))
 
 
 def versus_previous(ours: dict[str, np.ndarray], our_thresholds: dict[str, float], theirs: dict[str, np.ndarray],

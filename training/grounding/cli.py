@@ -76,7 +76,8 @@ def benchmark_heuristic_spans_command(
     output: Optional[Path] = typer.Option(None, help="JSON report (default: out/benchmarks/heuristic_spans_<split>.json)"),
 ) -> None:
     from autovalidators.training.benchmarks.common import machine, print_table
-    from autovalidators.training.benchmarks.heuristic_spans import MODES, compare_span_modes, table_rows, threshold_rows
+    from autovalidators.training.benchmarks.heuristic_spans import (MODES, READINGS, compare_span_modes, reading_rows,
+                                                                      table_rows, threshold_rows)
 
     try:
         report = compare_span_modes(data_dir, split, gate_sets)
@@ -96,4 +97,6 @@ def benchmark_heuristic_spans_command(
                 f"flagged (one value everywhere; default {thresholds['supported_at']:g}; shipped "
                 f"{thresholds['task_supported_at']} per task, Δ vs default, paired bootstrap)",
                 threshold_rows(report), ["set", *thresholds["thresholds"], "Δ example", "Δ char"], console=console)
+    print_table(f"lexical heuristic ({split}): the shipped heuristic minus it without each reading, example / "
+                f"character F1 [95%, paired bootstrap]", reading_rows(report), ["set", *READINGS], console=console)
     console.print(f"wrote {output}")

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from autovalidators.data_prep.io import write_jsonl
-from autovalidators.training.benchmarks.heuristic_spans import (MODES, SUPPORT_THRESHOLDS, compare_span_modes,
-                                                                 compare_support_thresholds, rows_of, table_rows,
-                                                                 threshold_rows)
+from autovalidators.training.benchmarks.heuristic_spans import (MODES, READINGS, SUPPORT_THRESHOLDS, compare_span_modes,
+                                                                 compare_support_thresholds, reading_rows, rows_of,
+                                                                 table_rows, threshold_rows)
 
 CONTEXT = "The bridge opened in 1932 in Sydney. It was designed by John Bradfield."
 
@@ -89,3 +89,17 @@ def test_a_missing_split_or_file_is_a_clear_error(folders, tmp_path):
         compare_span_modes(data, "train", gate_sets)
     with pytest.raises(FileNotFoundError, match="prepare gate-sets"):
         compare_span_modes(data, "dev", tmp_path / "nowhere")
+
+
+def test_each_reading_is_paired_against_the_shipped_heuristic_on_every_set(folders):
+    data, gate_sets = folders
+    report = compare_span_modes(data, "dev", gate_sets)
+    readings = report["readings"]["source_lacks"]
+    assert set(readings) == set(report["sets"]) and set(report["readings"]) == set(READINGS)
+    # The Russian written answers that only say what the passage lacks are no longer flagged: a gain.
+    assert readings["written/ru"]["example_f1"]["difference"] > 0
+    assert readings["written/ru"]["char_f1"]["difference"] > 0
+    # The reading is Russian: English sets are untouched.
+    for name in ("xsumfaith", "swapped/en", "written/en_longform"):
+        assert all(d["difference"] == 0.0 for d in readings[name].values()), name
+    assert [row["set"] for row in reading_rows(report)] == list(report["sets"])
