@@ -18,7 +18,7 @@ import yaml
 from .config import THRESHOLD_CHECKS, GateConfig
 from .gate import Gate
 from .gate_quality import Labelled, balanced_rates, rates
-from .minimums import (GRID, TUNED_CHECKS, Acceptance, TooFewLabels, accepted_by_task, config_with, fit_scope,
+from .minimums import (GRIDS, TUNED_CHECKS, Acceptance, TooFewLabels, accepted_by_task, config_with, fit_scope,
                        grid_indices, shortfall)
 from .out_of_sample import OUT_OF_SAMPLE_ROUNDS, held_limits, out_of_sample
 from .results import Decision
@@ -28,12 +28,12 @@ MIN_SEPARABLE = 10  # good and bad answers a check must apply to before its ROC-
 
 def miss_friction_curves(acceptance: Acceptance, good: np.ndarray, minimums: dict[str, float]
                          ) -> dict[str, list[dict[str, float]]]:
-    """Per check: friction and miss over GRID with the other checks at `minimums`, on every case."""
+    """Per check: friction and miss over its grid (GRIDS) with the other checks at `minimums`, on every case."""
     current = grid_indices(minimums)
     curves = {}
     for column, name in enumerate(TUNED_CHECKS):
         points = []
-        for index, value in enumerate(GRID):
+        for index, value in enumerate(GRIDS[name]):
             friction, miss = rates(good, acceptance.accepted(current[:column] + [index] + current[column + 1:]))
             points.append({"minimum": value, "friction": friction or 0.0, "miss": miss or 0.0})
         curves[name] = points

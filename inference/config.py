@@ -36,6 +36,10 @@ class ChecksPolicy(StrictModel):
     # 1 - the highest hallucination probability of any answer span: one fabricated sentence in an
     # otherwise grounded answer is the failure an average hides.
     span_grounding: CheckPolicy = CheckPolicy(minimum=0.5)
+    # The worst sentence's share of its numbers and names that the context or question states: a
+    # wrong figure or name in one sentence of a long answer, which the length-weighted grounding
+    # averages away. 0 (off) until `calibrate` finds that it pays.
+    specifics_grounding: CheckPolicy = CheckPolicy(minimum=0.0)
     # Share of the context's atomic facts the answer mentions. Off by default: a focused answer to a
     # narrow question rightly leaves most of a long context out.
     fact_recall: CheckPolicy = CheckPolicy(minimum=0.0, required=False)
@@ -125,7 +129,7 @@ class DeclaredCheck(StrictModel):
     reason: str = Field("", description="sentence for the result's reason; default names the score and minimum")
 
 
-THRESHOLD_CHECKS = ("grounding", "span_grounding", "fact_recall", "relevance", "context_quality", "agreement")
+THRESHOLD_CHECKS = ("grounding", "span_grounding", "specifics_grounding", "fact_recall", "relevance", "context_quality", "agreement")
 
 
 class TaskPolicy(StrictModel):

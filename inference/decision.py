@@ -47,6 +47,10 @@ from .results import (
 )
 
 
+# The checks whose failure makes an answer ungrounded (rules 4 and 6).
+GROUNDING_CHECKS = ("grounding", "span_grounding", "specifics_grounding")
+
+
 @dataclass(frozen=True)
 class Verdict:
     decision: Decision
@@ -120,7 +124,7 @@ class _Context:
         self.hallucinated_spans = tuple(s.text for s in (fact.spans if fact else ())
                                         if s.label is SpanLabel.HALLUCINATION)
         self.context_fails = "context_quality" in self.valid_failed
-        self.grounding_fails = "grounding" in self.valid_failed or "span_grounding" in self.valid_failed
+        self.grounding_fails = any(name in self.valid_failed for name in GROUNDING_CHECKS)
         # Ungrounded and specific: a confident hallucination, on or off the question.
         self.confidently_ungrounded = self.grounding_fails and signals.specificity >= config.specificity.confident_at
         self.deciding = [c for name, c in checks.items() if c.applies and c.passed and required[name]]
@@ -130,7 +134,7 @@ class _Context:
                        tuple(triggers))
 
     def worst_grounding(self) -> CheckResult:
-        return min((self.valid_failed[n] for n in ("grounding", "span_grounding") if n in self.valid_failed),
+        return min((self.valid_failed[n] for n in GROUNDING_CHECKS if n in self.valid_failed),
                    key=lambda c: c.score)
 
 
@@ -289,6 +293,8 @@ def decide(
         "span_grounding": _check(
             "span_grounding", claims_apply, 1.0 - fact.hallucination_score if fact else None, policy.span_grounding
         ),
+        "specifics_grounding": _check("specifics_grounding", claims_apply and signals.specifics_grounding is not None,
+                                      signals.specifics_grounding, policy.specifics_grounding),
         "fact_recall": _check("fact_recall", claims_apply, fact.recall if fact else None, policy.fact_recall),
         "relevance": _check(
             "relevance", qa is not None and qa.applies and not signals.abstains, qa.score if qa else None,

@@ -19,6 +19,7 @@ from .config import GateConfig, load_gate_config
 from .decision import decide
 from .grounding import task_of_case
 from .results import CaseSignals, FactSpansOutput, QARelevanceOutput, Result, Span, ToneOutput
+from .validators.heuristic import SOURCE_LACKS_LANGUAGES
 from .validators import DEFAULT_MODELS_DIR, VALIDATOR_NAMES, Validator, known_validators, load_validator
 
 logger = logging.getLogger(__name__)
@@ -147,6 +148,9 @@ class Gate:
                 specificity=heuristics.specificity(case.answer),
                 context_quality=heuristics.context_quality(case.question, case.context_text) if task == "QA" else None,
                 abstains=abstention.abstains,
+                specifics_grounding=heuristics.specifics_grounding(
+                    case.answer, case.context_text, case.question, SOURCE_LACKS_LANGUAGES)
+                if case.context_text.strip() else None,
             )
             scored.append(Scored(case, {name: produced[index] for name, produced in outputs.items()},
                                  abstention, signals, task))
@@ -190,6 +194,7 @@ class Gate:
                 "fallback": self.fallbacks,
                 "task": scored.task,
                 "signals": {"specificity": signals.specificity, "context_quality": signals.context_quality,
+                            "specifics_grounding": signals.specifics_grounding,
                             "abstains": signals.abstains, "abstention_probability": abstention.probability},
             },
         )

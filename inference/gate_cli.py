@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from collections import Counter
 import json
 import sys
 from datetime import datetime, timezone
@@ -197,7 +198,8 @@ def _config_sha(config: Optional[Path]) -> str:
 
 @app.command("calibrate")
 def calibrate_command(
-    labelled: Path = typer.Argument(..., help="JSONL of cases with `label` (good|bad) or `expected_decision`"),
+    labelled: list[Path] = typer.Argument(..., help="JSONL file(s) of cases with `label` (good|bad) or "
+                                          "`expected_decision`; several files are fitted as one set"),
     max_miss: float = typer.Option(0.10, "--max-miss", min=0.01, max=0.5,
                                    help="the highest share of bad answers the gate may ACCEPT"),
     out: Path = typer.Option(Path("out/calibrated/gate.yaml"), "--out", help="the gate config to write"),
@@ -224,20 +226,29 @@ def calibrate_command(
                                             "leave-one-out rates as JSON"),
 ) -> None:
     """Fit the gate's minimums to your labelled answers: the least friction at the allowed miss rate."""
-    if not labelled.is_file():
-        raise _fail(_unreadable(labelled))
-    items, errors = read_labelled(labelled)
+    items, errors = [], []
+    for path in labelled:
+        if not path.is_file():
+            raise _fail(_unreadable(path))
+        file_items, file_errors = read_labelled(path)
+        items += file_items
+        errors += file_errors
+    counts = Counter(item.case.id for item in items)
+    repeated = sorted(str(i) for i, n in counts.items() if n > 1) if len(labelled) > 1 else []
+    if repeated:
+        raise _fail(f"{', '.join(map(str, labelled))}: case id(s) {', '.join(repeated[:5])} appear more "
+                    "than once; a case counted twice would weigh twice in the fit")
     for error in errors:
         console.print(f"[red]skipped[/red] {error}")
     gate = _build_gate(config, validators, models_dir)
     try:
-        fitted = calibrate(gate, items, max_miss=max_miss, source=labelled, per_task=per_task,
+        fitted = calibrate(gate, items, max_miss=max_miss, source=Path(" + ".join(map(str, labelled))), per_task=per_task,
                            leave_one_out=leave_one_out, balance=balance, out_of_sample_rounds=out_of_sample_rounds,
                            hold_out_of_sample=hold_out_of_sample)
     except TooFewLabels as exc:
         raise _fail(str(exc)) from None
     overall = fitted["overall"]
-    table = Table(title=f"fitted minimums (max miss {max_miss:.2f}) on {labelled.name}")
+    table = Table(title=f"fitted minimums (max miss {max_miss:.2f}) on {' + '.join(p.name for p in labelled)}")
     for column in ("scope", "good", "bad", *TUNED_CHECKS, "friction", "miss"):
         table.add_column(column)
     table.add_row("all", str(fitted["combined"]["good"]), str(fitted["combined"]["bad"]),
@@ -253,9 +264,13 @@ def calibrate_command(
     curve.add_column("minimum")
     for name in TUNED_CHECKS:
         curve.add_column(f"{name} friction/miss")
-    for index in range(0, len(fitted["curves"][TUNED_CHECKS[0]]), 2):
-        points = [fitted["curves"][name][index] for name in TUNED_CHECKS]
-        curve.add_row(f"{points[0]['minimum']:.2f}", *[f"{_pct(p['friction'])} / {_pct(p['miss'])}" for p in points])
+    # Every other minimum of the fine grid, and every one of a coarser check's grid.
+    by_minimum = {name: {p["minimum"]: p for p in fitted["curves"][name]} for name in TUNED_CHECKS}
+    shown = sorted({p["minimum"] for name in TUNED_CHECKS
+                    for p in fitted["curves"][name][::2 if len(fitted["curves"][name]) > 5 else 1]})
+    for minimum in shown:
+        cells = [by_minimum[name].get(minimum) for name in TUNED_CHECKS]
+        curve.add_row(f"{minimum:.2f}", *[f"{_pct(p['friction'])} / {_pct(p['miss'])}" if p else "" for p in cells])
     console.print(curve)
     separable = Table(title="how well each check alone separates good from bad answers: ROC-AUC [95%] "
                             "(0.5 = chance; a minimum trades friction for misses along this curve)")
@@ -303,7 +318,8 @@ def calibrate_command(
                 for row in fitted["leave_one_out"] if "fitted_without_it" in row}
     provenance = {
         "command": " ".join(["autovalidators", *sys.argv[1:]]),
-        "data": str(labelled), "data_sha256": file_sha256(labelled),
+        **({"data": str(labelled[0]), "data_sha256": file_sha256(labelled[0])} if len(labelled) == 1 else
+           {"data": [str(p) for p in labelled], "data_sha256": {str(p): file_sha256(p) for p in labelled}}),
         "cases": {"good": combined["good"], "bad": combined["bad"], "skipped_lines": len(errors)},
         "max_miss": max_miss,
         "balance": fitted["balance"],  # rates averaged over meta.dataset in each task (None: pooled)

@@ -109,6 +109,9 @@ class CaseSignals:
     context_quality: float | None
     # The answer declines to answer ("I don't have enough information…").
     abstains: bool
+    # The worst answer sentence's share of its numbers and names that the context or question states
+    # (`heuristics.specifics_grounding`); None without a context to read them in.
+    specifics_grounding: float | None = None
 
 
 @dataclass(frozen=True)

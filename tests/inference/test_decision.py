@@ -277,3 +277,19 @@ def test_a_summary_request_has_no_question_for_the_context_to_cover():
     abstaining = run(sig=signals(context_quality=None, abstains=True))
     assert (abstaining.decision, abstaining.failure_type) == (Decision.REVIEW, FailureType.INCOMPLETE)
 
+
+
+def test_a_wrong_number_in_one_sentence_is_ungrounded_whatever_the_average_says():
+    # Grounding 0.9 and no span above 0.5: only specifics_grounding sees the one wrong figure.
+    config = GateConfig(checks=ChecksPolicy(specifics_grounding=CheckPolicy(minimum=1.0)))
+    wrong_figure = CaseSignals(specificity=0.8, context_quality=0.9, abstains=False, specifics_grounding=0.0)
+    verdict = run(config, sig=wrong_figure, fact=grounded(precision=0.9, hallucination=0.3))
+    assert verdict.decision is Decision.REJECT and verdict.failure_type is FailureType.CONFIDENT_HALLUCINATION
+    assert "specifics_grounding" in verdict.reason
+    vague = CaseSignals(specificity=0.1, context_quality=0.9, abstains=False, specifics_grounding=0.5)
+    assert run(config, sig=vague, fact=grounded(precision=0.9)).failure_type is FailureType.VAGUE_UNGROUNDED
+    # Every figure known, or no context to read them in (the signal is None): the check does not stop it.
+    known = CaseSignals(specificity=0.8, context_quality=0.9, abstains=False, specifics_grounding=1.0)
+    assert run(config, sig=known).decision is Decision.ACCEPT
+    checks = {c.name: c for c in run(config).checks}
+    assert not checks["specifics_grounding"].applies and run(config).decision is Decision.ACCEPT

@@ -15,7 +15,8 @@ from typer.testing import CliRunner
 
 from autovalidators.inference import minimums, out_of_sample
 from autovalidators.inference.calibrate import render_config, separability
-from autovalidators.inference.minimums import GRID, TUNED_CHECKS, Acceptance, fit_minimums, labels_needed, shortfall
+from autovalidators.inference.minimums import (TUNED_CHECKS, Acceptance, fit_minimums, grid_indices, labels_needed,
+                                               shortfall)
 from autovalidators.inference.cli import app, _register_commands
 from autovalidators.inference.config import CONFIG_DIR, GateConfig, TaskPolicy, load_gate_config
 from autovalidators.inference.gate_quality import balanced_rates, paired_change, paired_tone_change, rates, read_labelled
@@ -87,7 +88,7 @@ def test_a_balanced_fit_does_not_let_one_source_pay_for_anothers_misses():
     start = {name: 0.0 for name in TUNED_CHECKS}
     pooled = fit_minimums(acceptance, good, everything, max_miss=0.2, prefer_near=start)
     balanced = fit_minimums(acceptance, good, everything, max_miss=0.2, prefer_near=start, sources=source)
-    served_b = lambda fit: acceptance.accepted([GRID.index(fit.minimums[n]) for n in TUNED_CHECKS])[source == "B"]
+    served_b = lambda fit: acceptance.accepted(grid_indices(fit.minimums))[source == "B"]
     hallucinated_b = ~good[source == "B"]
     # Pooled, every hallucinated B answer is served (10 of 50 bad = 20%, within the limit) ...
     assert served_b(pooled)[hallucinated_b].all() and pooled.miss == pytest.approx(0.2)
@@ -99,11 +100,12 @@ def test_a_balanced_fit_does_not_let_one_source_pay_for_anothers_misses():
 @pytest.mark.parametrize("seed", [0, 1, 2])
 @pytest.mark.parametrize("balanced", [False, True])
 def test_the_fit_is_the_best_combination_of_minimums(monkeypatch, seed, balanced):
-    # Checked against every combination on a 4-value grid (the real one has 22^4). Coordinate
-    # descent from minimums at 0, the search this replaced without its coarse start, misses the
-    # optimum on each of these seeds.
+    # Checked against every combination on small grids, one check's shorter than the others' as
+    # specifics_grounding's is (the real search has 22^4 x 3). Coordinate descent from minimums at 0,
+    # the search this replaced without its coarse start, misses the optimum on each of these seeds.
     import itertools
-    monkeypatch.setattr(minimums, "GRID", (0.0, 0.3, 0.6, 0.9))
+    small = {name: (0.0, 0.3, 0.6, 0.9) for name in TUNED_CHECKS} | {"specifics_grounding": (0.0, 0.5, 1.0)}
+    monkeypatch.setattr(minimums, "GRIDS", small)
     rng = np.random.default_rng(seed)
     good = rng.random(120) < 0.5
     # Scores correlated with the label, in different ways per check, so minimums trade off.
@@ -119,11 +121,10 @@ def test_the_fit_is_the_best_combination_of_minimums(monkeypatch, seed, balanced
         accepted = acceptance.accepted(indices)
         return balanced_rates(good, accepted, sources) if balanced else rates(good, accepted)
 
-    feasible = [measured(c) for c in itertools.product(range(4), repeat=len(TUNED_CHECKS))
+    feasible = [measured(c) for c in itertools.product(*(range(len(small[n])) for n in TUNED_CHECKS))
                 if measured(c)[1] <= 0.2 + 1e-12]
     assert fit.miss <= 0.2 and fit.friction == pytest.approx(min(f for f, _ in feasible))
-    assert (fit.friction, fit.miss) == pytest.approx(measured([minimums.GRID.index(fit.minimums[n])
-                                                              for n in TUNED_CHECKS]))
+    assert (fit.friction, fit.miss) == pytest.approx(measured(grid_indices(fit.minimums)))
 
 
 def test_the_fit_counts_pinned_cases_as_they_were_decided():
@@ -366,6 +367,27 @@ def test_calibrate_then_benchmark_gate_on_real_labelled_answers(tmp_path):
     assert {(r["language"], r["label"]) for r in tone_change} == {("en", "abusive"), ("en", "neutral"), ("ru", "neutral")}
     assert all(r["change"] == 0.0 for r in tone_change) and "tone flags against shipped.json" in run.output
     assert (tmp_path / "fitted_rates.png").is_file() and (tmp_path / "not-made-yet" / "shipped_rates.png").is_file()
+
+
+def test_calibrate_fits_several_labelled_files_as_one_set(tmp_path):
+    # A user's labels often sit in several files (one per source or language): fitted together they
+    # give the same config as their concatenation, each file's sha256 recorded; a case in two files
+    # would weigh twice, so it is refused.
+    lines = FIXTURE.read_text(encoding="utf-8").splitlines(keepends=True)
+    first, second = tmp_path / "first.jsonl", tmp_path / "second.jsonl"
+    first.write_text("".join(lines[::2]), encoding="utf-8")
+    second.write_text("".join(lines[1::2]), encoding="utf-8")
+    args = ["--max-miss", "0.15", "--out-of-sample", "0"]
+    one = runner.invoke(app, ["calibrate", str(FIXTURE), *args, "--out", str(tmp_path / "one.yaml")])
+    two = runner.invoke(app, ["calibrate", str(first), str(second), *args, "--out", str(tmp_path / "two.yaml")])
+    assert one.exit_code == 0 and two.exit_code == 0, one.output + two.output
+    fitted_one, fitted_two = load_gate_config(tmp_path / "one.yaml"), load_gate_config(tmp_path / "two.yaml")
+    assert fitted_two.tasks == fitted_one.tasks and fitted_two.checks == fitted_one.checks
+    assert fitted_two.provenance["data_sha256"].keys() == {str(first), str(second)}
+    assert fitted_two.provenance["cases"] == fitted_one.provenance["cases"]
+    twice = runner.invoke(app, ["calibrate", str(first), str(first), *args, "--out", str(tmp_path / "x.yaml")])
+    assert twice.exit_code != 0 and "appear more than once" in " ".join(twice.output.split())
+    assert not (tmp_path / "x.yaml").exists()
 
 
 def test_calibrate_can_hold_the_out_of_sample_miss_rate_to_the_limit(tmp_path):

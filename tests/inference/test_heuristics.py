@@ -527,3 +527,34 @@ def test_a_record_is_described_in_framing_words_and_its_state_code_by_name_but_c
     # Prose is not a record: the same framing words count as claims there.
     prose = "Maeda is a Japanese sushi bar in Goleta. The staff were friendly and the fish was fresh."
     assert support("Customers praised the friendly staff and mentioned the fresh fish.", prose) < 1.0
+
+
+LONG_CONTEXT = ("The Eiffel Tower was completed in 1889 for the World's Fair in Paris. It is 330 metres tall. "
+                "Gustave Eiffel's company designed and built it. About seven million people visit it each year.")
+
+
+def test_specifics_grounding_reads_the_worst_sentence_not_the_average():
+    faithful = ("The Eiffel Tower was completed in 1889 for the World's Fair in Paris. It is 330 metres tall. "
+                "Gustave Eiffel's company designed and built it.")
+    # Six faithful sentences' worth of support cannot hide one sentence's wrong year.
+    one_wrong = faithful.replace("It is 330", "It is 300")
+    assert heuristics.specifics_grounding(faithful, LONG_CONTEXT) == 1.0
+    assert heuristics.specifics_grounding(one_wrong, LONG_CONTEXT) == 0.0
+    # One of a sentence's four specifics unknown: a name the context never uses beside known ones.
+    assert heuristics.specifics_grounding("Designed by Gustave Eiffel and Koechlin in 1889.", LONG_CONTEXT) \
+        == pytest.approx(3 / 4)
+
+
+def test_specifics_grounding_counts_what_the_question_named_as_known_and_skips_filler():
+    answer = "Thank you for asking! The tower at the Champ de Mars is 330 metres tall."
+    assert heuristics.specifics_grounding(answer, LONG_CONTEXT) < 1.0
+    assert heuristics.specifics_grounding(answer, LONG_CONTEXT, "How tall is the tower on the Champ de Mars?") == 1.0
+    # No number or name at all: nothing specific to get wrong.
+    assert heuristics.specifics_grounding("It is very tall and popular.", LONG_CONTEXT) == 1.0
+
+
+def test_specifics_grounding_of_russian_answers():
+    context = "Эйфелева башня построена в 1889 году в Париже."
+    answer = "Башня построена в 1889 году. В отрывке точная высота башни не указана."
+    assert heuristics.specifics_grounding(answer, context, "Какая высота у башни?", frozenset({"ru"})) == 1.0
+    assert heuristics.specifics_grounding(answer + " Она открылась в 1890 году.", context, "", frozenset({"ru"})) == 0.0
