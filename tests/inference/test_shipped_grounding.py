@@ -147,3 +147,39 @@ def test_the_shipped_gate_serves_a_faithful_record_description_and_stops_a_wrong
         assert bad.decision != "ACCEPT", (wrong, bad.reason)
         flagged = [s["text"] for s in bad.to_dict()["validators"]["fact_spans"]["spans"] if s["label"] == "HALLUCINATION"]
         assert flagged == [wrong], flagged
+
+
+RAILWAY = ["The Trans-Siberian Railway connects Moscow with Vladivostok on the Pacific coast. Construction began in "
+           "1891 under Tsar Alexander III and the main line was completed in 1916.",
+           "The line is about 9,289 kilometres long, the longest railway line in the world. A journey from Moscow to "
+           "Vladivostok takes about seven days and crosses eight time zones.",
+           "The railway passes Lake Baikal, whose southern shore the Circum-Baikal section follows. It was electrified "
+           "along its whole length in 2002."]
+RAILWAY_ANSWER = (
+    "The Trans-Siberian Railway links Moscow with Vladivostok on the Pacific coast. Work on it began in 1891 under "
+    "Tsar Alexander III, and the main line was completed in 1916. At about 9,289 kilometres, it is the longest "
+    "railway line in the world. The whole journey takes about seven days and crosses eight time zones. Along the "
+    "way the line follows the southern shore of Lake Baikal. The railway was fully electrified in 2002.")
+
+
+def test_the_shipped_gate_stops_a_long_answer_with_one_wrong_year_and_serves_the_faithful_one():
+    """Six sentences, one of them with a wrong year: the length-weighted grounding stays above the QA
+    minimum, so the shipped config's specifics_grounding (config 23 of inference/GATE_HISTORY.md) is
+    what stops it; the same answer with every figure right is served."""
+    from autovalidators.inference.config import load_gate_config
+    from autovalidators.inference.gate import Gate
+
+    question = "What is the Trans-Siberian Railway, and when and how was it built?"
+    wrong_year = RAILWAY_ANSWER.replace("completed in 1916", "completed in 1905")
+    gate = Gate.from_config_file()
+    good, bad = (gate.validate(Case(id=kind, question=question, context=RAILWAY, answer=answer))
+                 for kind, answer in (("good", RAILWAY_ANSWER), ("bad", wrong_year)))
+    assert good.decision == "ACCEPT", good.reason
+    assert (bad.decision, bad.failure_type) == ("REJECT", "confident_hallucination"), bad.reason
+    assert "specifics_grounding" in bad.reason and bad.scores["grounding"] >= 0.75
+    shipped = load_gate_config()
+    assert shipped.tasks["QA"].minimums["specifics_grounding"] == 1.0
+    without = shipped.model_copy(update={"tasks": {**shipped.tasks, "QA": shipped.tasks["QA"].model_copy(
+        update={"minimums": {k: v for k, v in shipped.tasks["QA"].minimums.items() if k != "specifics_grounding"}})}})
+    assert Gate(config=without).validate(Case(id="bad", question=question, context=RAILWAY,
+                                              answer=wrong_year)).decision == "ACCEPT"
