@@ -200,31 +200,6 @@ def sentence_support(answer: str, context: str, question: str = "",
     return results
 
 
-# Words that point into the answer or its sources ("passage 3", "step 4 and 5", "Option 1", "в отрывке 2"):
-# the number after one, and the word itself, say where, not what, so no context need state them.
-# English words exactly; Russian ones by their start, which every case form keeps.
-POINTER_WORDS = frozenset("""passage passages step steps option options paragraph paragraphs section sections
-source sources document documents item items point points figure figures table tables chapter page pages""".split())
-POINTER_PREFIXES_RU = ("отрыв", "пункт", "шаг", "вариант", "источник", "раздел", "абзац", "таблиц", "рисун", "глав")
-_POINTER_JOINERS = frozenset({"and", "or", "to", "и", "или", "по"})
-
-
-def _pointer_tokens(tokens: Sequence[Token]) -> set[int]:
-    """Sentence offsets of pointer words followed by a number, and of the numbers after them (joined by
-    "and", "or", "to", "и", "или", "по")."""
-    pointing, found = False, set()
-    for position, token in enumerate(tokens):
-        is_pointer = token.text in POINTER_WORDS or token.text.startswith(POINTER_PREFIXES_RU)
-        if is_pointer and position + 1 < len(tokens) and tokens[position + 1].is_number:
-            pointing = True
-            found.add(token.start)
-        elif pointing and token.is_number:
-            found.add(token.start)
-        elif not (pointing and token.text in _POINTER_JOINERS):
-            pointing = False
-    return found
-
-
 def specifics_grounding(answer: str, context: str, question: str = "",
                         source_lacks_languages: frozenset[str] = frozenset()) -> float:
     """The worst answer sentence's share of its numbers and names (`is_name`) that the context or the
@@ -242,9 +217,7 @@ def specifics_grounding(answer: str, context: str, question: str = "",
         if item.is_noise:
             continue
         text = item.sentence.text
-        pointers = _pointer_tokens(item.tokens)
-        specifics = [t for t in item.tokens if not t.is_stopword and t.start not in pointers
-                     and (t.is_number or is_name(t, text))]
+        specifics = [t for t in item.tokens if not t.is_stopword and (t.is_number or is_name(t, text))]
         if not specifics:
             continue
         unknown = set(item.unsupported_numbers) | set(item.unsupported_names)
