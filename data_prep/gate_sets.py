@@ -17,8 +17,8 @@ Answers, and where their labels come from:
 - WikiQA: good = a sentence people judged to answer the question; bad = one from the same article
   that does not (grounded but off the question). Context = the article's sentences.
 
-Written answers (`written_ru_<split>.jsonl`, `written_en_longform_<split>.jsonl`, apart from the
-files above so `calibrate` on `dev_real.jsonl` fits what it did): answers written the way LLMs
+Written answers (`written_ru_<split>.jsonl`, `written_en_longform_<split>.jsonl`, files of their own
+so each can be benchmarked apart and named to `calibrate` beside `dev_real.jsonl`): answers written the way LLMs
 answer, faithful (good) or with marked errors (bad), from `samples/fact_spans/` (`fact_spans.written_errors`):
 Russian answers to TyDi-ru questions, split as TyDi-ru's articles are here, and English long-form
 answers over TyDi-en articles, split by article.
@@ -33,7 +33,8 @@ the s-nlp appropriateness set called appropriate, from the text groups the tone 
 (`appropriate_unseen`).
 
 Splits are by group (source document / question), half and half by a stable hash, so no source is
-in both: `calibrate` fits on dev (the shipped config on `dev_real.jsonl`), `benchmark gate` reports test.
+in both: `calibrate` fits on dev (the shipped config on `dev_real.jsonl` and the two written dev files),
+`benchmark gate` reports test.
 """
 
 from __future__ import annotations

@@ -39,7 +39,7 @@ def out_of_sample(acceptance: Acceptance, good: np.ndarray, task_of_case: np.nda
     out-of-sample decisions are pooled over the rounds that set it aside (pooled rates, also when
     `sources` balances the fit).
 
-    Why: minimums chosen among 22^4 combinations on a hundred or two labelled answers per task fit
+    Why: minimums chosen among 22^4 x 3 combinations on a hundred or two labelled answers per task fit
     some of their noise, so the rates measured on the fitting answers are optimistic. A refit moved
     by a few dev answers raised held-out summary friction by 4 points while its dev rates improved
     (inference/GATE_HISTORY.md, config 14). `spread` gives each fitted minimum's range over the rounds:
