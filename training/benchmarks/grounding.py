@@ -35,8 +35,9 @@ from autovalidators.inference.validators.base import Validator
 from autovalidators.inference.validators.grounding_spans import GroundingFactSpans
 
 from autovalidators.training.benchmarks.common import load_torch_model, machine, print_table, time_calls, time_torch_forward, update_manifest_metrics
-from autovalidators.training.benchmarks.span_scoring import (BASELINES, _chars, add_ragtruth_total, load_heldout, paired_bootstrap, score_group,
-                                   summarise)
+from autovalidators.training.benchmarks.span_scoring import (BASELINES, _chars, add_ragtruth_total, load_heldout,
+                                                               paired_bootstrap, score_group, sentence_counts,
+                                                               summarise)
 
 logger = logging.getLogger(__name__)
 LATENCY_TOKENS = (128, 256, 512)
@@ -73,7 +74,8 @@ def score_judged(validator: Validator, records: list[dict]) -> dict[str, Any]:
         predictions.append({"id": record["id"], "gold": record["label"] == 0, "predicted": bool(output.hallucinated),
                             "score": output.hallucination_score, "granularity": record["granularity"],
                             "char_tp": int((gold & pred).sum()), "char_fp": int((pred & ~gold).sum()),
-                            "char_fn": int((gold & ~pred).sum())})
+                            "char_fn": int((gold & ~pred).sum()),
+                            **(sentence_counts(record["text"], gold, pred) if record["granularity"] == "span" else {})})
     result = summarise(predictions)
     positives = [p for p in predictions if p["gold"]]
     negatives = [p for p in predictions if not p["gold"]]

@@ -14,7 +14,8 @@ gate-sets` (English and Russian; `SWAPPED_SETS`) and the written answers of the 
 (`WRITTEN_SETS`: natural errors marked by their writers, `data_prep/fact_spans/written_errors.py`).
 Per set: example P/R/F1 (the same in every mode);
 on sets with character labels, each mode (`MODES`, one mode in every language) with character
-P/R/F1 and, against the first (the whole sentence), a paired bootstrap; `shipped` is the default
+P/R/F1 and, against the first (the whole sentence), a paired bootstrap, and the shipped heuristic's
+sentence F1 (a sentence flagged when a HALLUCINATION span touches it; how long answers are judged); `shipped` is the default
 validator, whose mode depends on the answer's language (`LANGUAGE_SPAN_MODES`). Then the support
 thresholds (`compare_support_thresholds`) and the shipped heuristic against it without each of its
 readings (`READINGS`, `compare_readings`).
@@ -120,7 +121,7 @@ def compare_span_modes(data_dir: Path, split: str, gate_sets: Path = Path("out/g
             "rows": len(records),
             "hallucinated": scored[reference]["hallucinated"],
             "example": scored[reference]["example"],  # the same for every mode
-            **{mode: {"char": r["char"]} for mode, r in scored.items() if "char" in r},
+            **{mode: {key: r[key] for key in ("char", "sentence") if key in r} for mode, r in scored.items() if "char" in r},
             "versus_" + reference: {mode: paired_bootstrap(r["predictions"], scored[reference]["predictions"])
                                     .get("char_f1") for mode, r in scored.items() if mode != reference and "char" in r},
         }
@@ -186,7 +187,7 @@ def compare_support_thresholds(rows: dict[str, tuple[str, list[dict]]], split: s
         if shipped is not None:
             shipped[name] = scored["shipped"]  # kept for `compare_readings`, which pairs against it
         report["sets"][name] = {
-            **{label: {key: r[key] for key in ("example", "char") if key in r} for label, r in scored.items()},
+            **{label: {key: r[key] for key in ("example", "char", "sentence") if key in r} for label, r in scored.items()},
             "shipped_versus_default": paired_bootstrap(scored["shipped"]["predictions"], scored[default]["predictions"]),
         }
     return report
@@ -211,6 +212,8 @@ def table_rows(report: dict[str, Any]) -> list[dict[str, Any]]:
     rows = []
     for name, result in report["sets"].items():
         row: dict[str, Any] = {"set": name, "rows": result["rows"], "example F1": f"{result['example']['f1']:.3f}"}
+        if "sentence" in result.get("shipped", {}):
+            row["sentence F1 (shipped)"] = f"{result['shipped']['sentence']['f1']:.3f}"
         for mode in MODES:
             if mode not in result:
                 continue

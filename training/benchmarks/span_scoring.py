@@ -1,6 +1,10 @@
 """Scoring shared by the fact-span benchmarks (token model and sentence grounding): held-out
-groups, example-level and character-span P/R/F1, the baselines scored beside a model, and the
-paired bootstrap. Kept apart so neither benchmark imports the other's module.
+groups, example-level, sentence-level and character-span P/R/F1, the baselines scored beside a model,
+and the paired bootstrap. Kept apart so neither benchmark imports the other's module.
+
+Sentence level is how long-form answers are judged (a person marks each sentence supported or not):
+a sentence is gold when a labelled span touches it and flagged when a predicted HALLUCINATION span
+does, so marking the right sentence counts in full however many of its characters a span covers.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import numpy as np
 from autovalidators.data_prep.io import read_jsonl
 from autovalidators.inference.case import Case
 from autovalidators.inference.results import FactSpansOutput, Span, SpanLabel
+from autovalidators.inference.text import split_sentences
 from autovalidators.inference.validators.base import Validator, ValidatorInfo
 from autovalidators.inference.validators.heuristic import HeuristicFactSpans
 from autovalidators.training.benchmarks.common import f1_from_counts
@@ -100,8 +105,17 @@ def score_group(validator: Validator, records: list[dict]) -> dict[str, Any]:
                             "predicted": bool(output.hallucinated), "precision": output.precision,
                             "recall": output.recall, "gold_spans": gold_ranges, "predicted_spans": pred_ranges,
                             "char_tp": int((gold & pred).sum()), "char_fp": int((pred & ~gold).sum()),
-                            "char_fn": int((gold & ~pred).sum())})
+                            "char_fn": int((gold & ~pred).sum()),
+                            **sentence_counts(record["answer"], gold, pred)})
     return {**summarise(predictions), "predictions": predictions}
+
+
+def sentence_counts(text: str, gold: np.ndarray, pred: np.ndarray) -> dict[str, int]:
+    """Sentences of `text` that a gold / predicted character (masks over `text`) falls in: true and false
+    positives and false negatives at sentence level."""
+    sentences = [(bool(gold[s.start:s.end].any()), bool(pred[s.start:s.end].any())) for s in split_sentences(text)]
+    return {"sentence_tp": sum(g and p for g, p in sentences), "sentence_fp": sum(p and not g for g, p in sentences),
+            "sentence_fn": sum(g and not p for g, p in sentences)}
 
 
 def summarise(predictions: Sequence[dict]) -> dict[str, Any]:
@@ -111,8 +125,13 @@ def summarise(predictions: Sequence[dict]) -> dict[str, Any]:
                    fn=sum(p["gold"] and not p["predicted"] for p in predictions))
     char = _prf(tp=sum(p["char_tp"] for p in predictions), fp=sum(p["char_fp"] for p in predictions),
                 fn=sum(p["char_fn"] for p in predictions))
-    return {"examples": len(predictions), "hallucinated": sum(p["gold"] for p in predictions),
-            "example": example, "char": char}
+    result = {"examples": len(predictions), "hallucinated": sum(p["gold"] for p in predictions),
+              "example": example, "char": char}
+    if predictions and all("sentence_tp" in p for p in predictions):
+        result["sentence"] = _prf(tp=sum(p["sentence_tp"] for p in predictions),
+                                  fp=sum(p["sentence_fp"] for p in predictions),
+                                  fn=sum(p["sentence_fn"] for p in predictions))
+    return result
 
 
 def paired_bootstrap(model: Sequence[dict], baseline: Sequence[dict], resamples: int = 2000,
@@ -135,6 +154,9 @@ def paired_bootstrap(model: Sequence[dict], baseline: Sequence[dict], resamples:
                                                              for p in predictions):
             columns["char_f1"] = tuple(np.asarray([p[k] for p in predictions], dtype=np.float64)
                                        for k in ("char_tp", "char_fp", "char_fn"))
+            if all("sentence_tp" in p for p in predictions):
+                columns["sentence_f1"] = tuple(np.asarray([p[k] for p in predictions], dtype=np.float64)
+                                               for k in ("sentence_tp", "sentence_fp", "sentence_fn"))
         out = {}
         for name, (tp, fp, fn) in columns.items():
             tp, fp, fn = (np.asarray(c, dtype=np.float64) for c in (tp, fp, fn))
@@ -144,7 +166,7 @@ def paired_bootstrap(model: Sequence[dict], baseline: Sequence[dict], resamples:
 
     ours, theirs = f1s(model), f1s(baseline)
     result = {}
-    for name in ours.keys() & theirs.keys():
+    for name in [n for n in ours if n in theirs]:  # example, character, sentence: a stable order
         differences = ours[name][0] - theirs[name][0]
         low, high = np.quantile(differences, [0.025, 0.975]) if len(differences) else (0.0, 0.0)
         result[name] = {"difference": ours[name][1] - theirs[name][1], "low": float(low), "high": float(high),

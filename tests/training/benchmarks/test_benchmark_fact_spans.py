@@ -134,3 +134,34 @@ def test_paired_bootstrap_refuses_rows_that_do_not_match():
 def test_paired_bootstrap_gives_no_character_f1_for_response_labels():
     rows = [dict(p, granularity="response") for p in _predictions([(True, True), (False, True)] * 5)]
     assert set(bench.paired_bootstrap(rows, rows, resamples=50)) == {"example_f1"}
+
+
+def test_sentence_level_scores_count_the_sentence_a_span_touches_not_its_characters():
+    # Three sentences; the writer marked "1905" in the second. A validator that flags a few characters of
+    # the second and the whole third gets the second sentence right and the third wrong, whatever the
+    # characters say; one that flags nothing misses the second.
+    from autovalidators.inference.results import FactSpansOutput, Span, SpanLabel
+    from autovalidators.training.benchmarks.span_scoring import paired_bootstrap, score_group
+
+    answer = "The line links Moscow and Vladivostok. It was completed in 1905. It is electrified."
+    second, third = answer.index("It was"), answer.index("It is")
+    record = {"id": "r", "question": "q?", "context": "c.", "answer": answer,
+              "spans": [{"start": answer.index("1905"), "end": answer.index("1905") + 4, "label": "HALLUCINATION"}]}
+
+    class Fixed:
+        def __init__(self, ranges):
+            self.ranges = ranges
+
+        def predict(self, cases):
+            spans = tuple(Span(a, b, SpanLabel.HALLUCINATION, 0.9, answer[a:b]) for a, b in self.ranges)
+            return [FactSpansOutput(applies=True, hallucinated=bool(spans), hallucination_score=0.9 if spans else 0.0,
+                                    precision=0.5, spans=spans) for _ in cases]
+
+    some = score_group(Fixed([(second, second + 6), (third, len(answer))]), [record])
+    assert some["sentence"] == {"precision": 0.5, "recall": 1.0, "f1": pytest.approx(2 / 3)}
+    assert some["char"]["recall"] == 0.0  # no character of "1905" was marked
+    none = score_group(Fixed([]), [record])
+    assert none["sentence"]["recall"] == 0.0
+    paired = paired_bootstrap(some["predictions"], none["predictions"], resamples=50)
+    assert paired["sentence_f1"]["difference"] == pytest.approx(2 / 3)
+    assert list(paired) == ["example_f1", "char_f1", "sentence_f1"]

@@ -115,7 +115,7 @@ def test_each_set_is_scored_by_a_fit_that_never_saw_it(data, tmp_path):
     for name, result in report["sets"].items():
         assert result["rows"] == 12
         assert result["train_answers_left_out"] == 40 and result["dev_answers_left_out"] == 20
-        assert set(result["left_out_vs_heuristic"]) == {"example_f1", "char_f1"}
+        assert set(result["left_out_vs_heuristic"]) == {"example_f1", "char_f1", "sentence_f1"}
     # The fold without ragtruth/QA fitted its thresholds on dev answers with no QA task among them.
     fit = json.loads((tmp_path / "loo" / "ragtruth_QA" / "fit.json").read_text())
     assert "hallucination/QA" not in fit["thresholds"]

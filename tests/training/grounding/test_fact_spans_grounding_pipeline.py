@@ -162,7 +162,7 @@ def test_benchmark_prints_model_and_baselines_on_the_same_rows(shipped_folder, t
     assert "xsumfaith test" in model and "char" in model["xsumfaith test"]
     assert report["latency"]["per_case_validate"]["cases"] == 9
     versus = report["versus_heuristic"]["ragtruth/Summary"]
-    assert set(versus) == {"example_f1", "char_f1"}
+    assert set(versus) == {"example_f1", "char_f1", "sentence_f1"}
     heuristic = report["baselines"]["heuristic"]["ragtruth/Summary"]
     assert versus["example_f1"]["difference"] == pytest.approx(
         model["ragtruth/Summary"]["example"]["f1"] - heuristic["example"]["f1"])
