@@ -558,3 +558,15 @@ def test_specifics_grounding_of_russian_answers():
     answer = "Башня построена в 1889 году. В отрывке точная высота башни не указана."
     assert heuristics.specifics_grounding(answer, context, "Какая высота у башни?", frozenset({"ru"})) == 1.0
     assert heuristics.specifics_grounding(answer + " Она открылась в 1890 году.", context, "", frozenset({"ru"})) == 0.0
+
+
+def test_sentence_support_read_twice_is_the_same_and_cannot_be_changed_by_a_caller():
+    # The gate reads a case's support twice (fact spans, then specifics_grounding); the second read is
+    # served from a cache, so what one caller does to its list must not reach the next.
+    context = "The Eiffel Tower was completed in 1889. It is 330 metres tall."
+    first = heuristics.sentence_support("It was completed in 1889. It is 300 metres tall.", context)
+    first.clear()
+    again = heuristics.sentence_support("It was completed in 1889. It is 300 metres tall.", context)
+    assert [round(s.support, 3) for s in again] == [1.0, heuristics.MISSING_CLAIM_CAP]
+    with pytest.raises(AttributeError):
+        again[0].support = 1.0  # frozen records
