@@ -83,7 +83,7 @@ def separability(acceptance: Acceptance, good: np.ndarray, task_of_case: np.ndar
     return rows
 
 
-def calibrate(gate: Gate, labelled: Sequence[Labelled], *, max_miss: float, source: Path,
+def calibrate(gate: Gate, labelled: Sequence[Labelled], *, max_miss: float, source: str | Path,
               per_task: bool = True, leave_one_out: bool = False, balance: bool = False,
               out_of_sample_rounds: int = OUT_OF_SAMPLE_ROUNDS, hold_out_of_sample: bool = False) -> dict[str, Any]:
     """Fitted minimums (overall and per task type) with their friction/miss on these cases and curves.

@@ -129,7 +129,8 @@ class DeclaredCheck(StrictModel):
     reason: str = Field("", description="sentence for the result's reason; default names the score and minimum")
 
 
-THRESHOLD_CHECKS = ("grounding", "span_grounding", "specifics_grounding", "fact_recall", "relevance", "context_quality", "agreement")
+THRESHOLD_CHECKS = ("grounding", "span_grounding", "specifics_grounding", "fact_recall", "relevance", "context_quality",
+                    "agreement")
 
 
 class TaskPolicy(StrictModel):

@@ -19,8 +19,8 @@ from .config import GateConfig, load_gate_config
 from .decision import decide
 from .grounding import task_of_case
 from .results import CaseSignals, FactSpansOutput, QARelevanceOutput, Result, Span, ToneOutput
-from .validators.heuristic import SOURCE_LACKS_LANGUAGES
 from .validators import DEFAULT_MODELS_DIR, VALIDATOR_NAMES, Validator, known_validators, load_validator
+from .validators.heuristic import SOURCE_LACKS_LANGUAGES
 
 logger = logging.getLogger(__name__)
 

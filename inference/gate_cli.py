@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import hashlib
-from collections import Counter
 import json
 import sys
+from collections import Counter
 from datetime import datetime, timezone
 from importlib import resources
 from pathlib import Path
@@ -242,7 +242,7 @@ def calibrate_command(
         console.print(f"[red]skipped[/red] {error}")
     gate = _build_gate(config, validators, models_dir)
     try:
-        fitted = calibrate(gate, items, max_miss=max_miss, source=Path(" + ".join(map(str, labelled))), per_task=per_task,
+        fitted = calibrate(gate, items, max_miss=max_miss, source=" + ".join(map(str, labelled)), per_task=per_task,
                            leave_one_out=leave_one_out, balance=balance, out_of_sample_rounds=out_of_sample_rounds,
                            hold_out_of_sample=hold_out_of_sample)
     except TooFewLabels as exc:

@@ -160,7 +160,8 @@ def evaluate(labelled: Sequence[Labelled], results: Sequence[Result]) -> dict[st
             "good_stopped_by": {lang: dict(c.most_common()) for lang, c in sorted(stopped.items())},
             "bad_accepted_by_kind": {lang: dict(c.most_common()) for lang, c in sorted(missed.items())},
             "bad_accepted_by_error": {lang: {kind: {"served": served_error[lang][kind], "of": total}
-                                             for kind, total in sorted(c.items())} for lang, c in sorted(with_error.items())},
+                                             for kind, total in sorted(c.items())}
+                                      for lang, c in sorted(with_error.items())},
             "cases": cases}
 
 

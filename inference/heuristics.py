@@ -11,7 +11,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Sequence
+from typing import Callable, Sequence
 
 from .records import parse_record, record_checks
 from .text import (NEGATIONS, Sentence, Token, content_stems, is_known, language_of, plain_spelling,
@@ -146,9 +146,14 @@ def says_what_the_source_lacks(sentence: str, unknown: Sequence[Token], question
     unsupported claim."""
     if not _ABSTENTION.search(plain_spelling(sentence)):
         return False
+    return all(map(named_in(question), unknown))
+
+
+def named_in(question: str) -> Callable[[Token], bool]:
+    """Whether the question holds a number (the same one) or a name (a form of it, `NAME_PREFIX`)."""
     asked = {t.stem for t in tokenize(question)}
     asked_prefixes = {stem[:NAME_PREFIX] for stem in asked}
-    return all(t.stem in asked if t.is_number else t.stem[:NAME_PREFIX] in asked_prefixes for t in unknown)
+    return lambda t: t.stem in asked if t.is_number else t.stem[:NAME_PREFIX] in asked_prefixes
 
 
 # The gate reads a case's sentence support twice: the heuristic fact-span validator, then the
@@ -231,8 +236,7 @@ def specifics_grounding(answer: str, context: str, question: str = "",
     sentence holding one is in 77% of hallucinated and 13% of faithful RAGTruth QA answers; a sentence
     of low support alone in 92% and 42% (inference/GATE_HISTORY.md). The question counts as known: an
     answer naming what was asked ("a worn USA flag") adds nothing the context must hold."""
-    asked = {t.stem for t in tokenize(question)}
-    asked_prefixes = {stem[:NAME_PREFIX] for stem in asked}
+    asked = named_in(question)
     worst = 1.0
     for item in sentence_support(answer, context, question, source_lacks_languages):
         if item.is_noise:
@@ -242,8 +246,7 @@ def specifics_grounding(answer: str, context: str, question: str = "",
         if not specifics:
             continue
         unknown = set(item.unsupported_numbers) | set(item.unsupported_names)
-        missing = [t for t in specifics if t.text in unknown
-                   and not (t.stem in asked if t.is_number else t.stem[:NAME_PREFIX] in asked_prefixes)]
+        missing = [t for t in specifics if t.text in unknown and not asked(t)]
         worst = min(worst, 1.0 - len(missing) / len(specifics))
     return worst
 

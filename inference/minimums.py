@@ -108,10 +108,10 @@ def fit_minimums(acceptance: Acceptance, good: np.ndarray, mask: np.ndarray, *, 
                  prefer_near: dict[str, float], pinned: tuple[np.ndarray, np.ndarray] | None = None,
                  sources: np.ndarray | None = None) -> Fit:
     """The least friction at miss <= max_miss over every combination of GRIDS minimums (22^4 x 3,
-    counted with matrix products: about a second for 615 cases): coordinate descent from a coarse grid stopped at a
-    local optimum (data-to-text friction 75.0% on dev_real where this finds 54.7%). Among equally good
-    candidates the one nearest `prefer_near` wins: a minimum moves from the hand-set default only as
-    far as the data pays for.
+    counted with matrix products: about a second for 615 cases): coordinate descent from a coarse grid
+    stopped at a local optimum (data-to-text friction 75.0% on dev_real where this finds 54.7%). Among
+    equally good candidates the one nearest `prefer_near` wins: a minimum moves from the hand-set
+    default only as far as the data pays for.
 
     `pinned` = (which cases, their acceptance): cases decided by other minimums (their task's own),
     counted in the rates but not moved by the candidate. `sources` (one per case): the rates are
